@@ -1,0 +1,459 @@
+package buffer
+
+import (
+	"fmt"
+	"unsafe"
+
+	"softnet.dev/drop"
+)
+
+// Cache is a per-worker buffer cache (the kernel's napi_alloc_cache). One
+// goroutine owns it: every method except those documented otherwise must be
+// called only by the owner. It holds a LIFO stack per class and an inbound
+// list on which other caches push the buffers they free on its behalf.
+type Cache struct {
+	pool     *Pool
+	index    uint16
+	half     int
+	headroom uint32
+	stacks   []stack
+	ctr      counters
+	pub      published
+	debug    *debugState
+	closed   bool
+	deferMax uint32
+	kick     func()
+
+	inbound []inbound // per class; written by other caches
+}
+
+type stack struct {
+	bufs     []*Buf // len is the cache size; [0:n] are free, n-1 is the warmest
+	n        int
+	chain    uint32 // id+1 of the first buffer of a drained inbound list
+	chainLen int
+}
+
+// NewCache registers a cache for one worker. kick, if not nil, is called
+// (from a freeing goroutine, at most once per fill) when the cache's
+// inbound list reaches half of Config.DeferMax, so that a sleeping owner
+// wakes up and drains it; it must not block.
+func (p *Pool) NewCache(kick func()) (*Cache, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := int(p.ncaches.Load())
+	if i >= len(p.caches) {
+		return nil, ErrTooManyCaches
+	}
+	c := &Cache{
+		pool:     p,
+		index:    uint16(i),
+		half:     p.cfg.CacheSize / 2,
+		headroom: uint32(p.cfg.Headroom),
+		stacks:   make([]stack, len(p.classes)),
+		debug:    p.debug,
+	}
+	c.deferMax = uint32(p.cfg.DeferMax)
+	c.kick = kick
+	c.inbound = make([]inbound, len(p.classes))
+	for i := range c.stacks {
+		c.stacks[i].bufs = make([]*Buf, p.cfg.CacheSize)
+	}
+	p.caches[i].Store(c)
+	p.ncaches.Store(int32(i + 1))
+	return c, nil
+}
+
+// Pool returns the cache's pool.
+func (c *Cache) Pool() *Pool { return c.pool }
+
+// Get returns a buffer of the class with empty data and the pool's
+// headroom, or ErrExhausted (the caller drops with drop.NoMem) or
+// ErrClass.
+func (c *Cache) Get(class Class) (*Buf, error) {
+	if int(class) < len(c.stacks) {
+		if st := &c.stacks[class]; uint(st.n-1) < uint(len(st.bufs)) && c.debug == nil {
+			st.n--
+			b := st.bufs[st.n]
+			b.head, b.len, b.owner = c.headroom, 0, c.index
+			c.ctr.n[ctrHits]++
+			return b, nil
+		}
+	}
+	return c.getSlow(class)
+}
+
+func (c *Cache) getSlow(class Class) (*Buf, error) {
+	if int(class) >= len(c.stacks) {
+		return nil, ErrClass
+	}
+	st := &c.stacks[class]
+	var b *Buf
+	switch {
+	case st.n > 0:
+		c.ctr.n[ctrHits]++
+		st.n--
+		b = st.bufs[st.n]
+	case st.chain != 0 || c.Drain() > 0 && st.chain != 0:
+		c.ctr.n[ctrHits]++
+		b = c.popChain(st)
+	case c.refill(st, class, 1) > 0:
+		c.ctr.n[ctrMisses]++
+		st.n--
+		b = st.bufs[st.n]
+	default:
+		c.ctr.n[ctrExhausted]++
+		return nil, ErrExhausted
+	}
+	c.prepare(b)
+	return b, nil
+}
+
+// GetBulk fills out with buffers of the class, all or nothing: on error
+// out is untouched and no buffer was taken. It drains the inbound list
+// first so that buffers freed remotely are reused while still warm.
+func (c *Cache) GetBulk(out []*Buf, class Class) error {
+	if int(class) >= len(c.stacks) {
+		return ErrClass
+	}
+	c.Drain()
+	st := &c.stacks[class]
+	k := len(out)
+	if st.n < k {
+		if !c.getBulkMiss(out, st, class) {
+			c.ctr.n[ctrExhausted]++
+			return ErrExhausted
+		}
+		c.ctr.n[ctrMisses]++
+		c.ctr.n[ctrBulkExtra] += uint64(len(out) - 1)
+		return nil
+	}
+	c.ctr.n[ctrHits]++
+	c.ctr.n[ctrBulkExtra] += uint64(k - 1)
+	st.n -= k
+	src := st.bufs[st.n : st.n+k]
+	if c.debug != nil {
+		copy(out, src)
+		for _, b := range out {
+			c.prepare(b)
+		}
+		return nil
+	}
+	head, owner := c.headroom, c.index // hoisted: the stores through b could alias c
+	for i, b := range src[:len(out)] {
+		b.head, b.len, b.owner = head, 0, owner
+		out[i] = b
+	}
+	return nil
+}
+
+// getBulkMiss serves a bulk get that the stack cannot: it refills the
+// stack, or for a request larger than the cache takes the remainder
+// straight from the depot, in one locked operation either way.
+func (c *Cache) getBulkMiss(out []*Buf, st *stack, class Class) bool {
+	k := len(out)
+	if need := k - st.n; need > len(st.bufs)-st.n {
+		if c.pool.classes[class].depot.take(out[st.n:], need) == 0 {
+			return false
+		}
+		c.ctr.n[ctrRefills]++
+		k = st.n
+		for _, b := range out[k:] {
+			c.prepare(b)
+		}
+	} else if c.refill(st, class, k) < k {
+		return false
+	}
+	st.n -= k
+	copy(out[:k], st.bufs[st.n:st.n+k])
+	for _, b := range out[:k] {
+		c.prepare(b)
+	}
+	return true
+}
+
+// refill brings the stack to at least need buffers (need ≤ the cache
+// size): first from the chain of drained remote frees, then from the
+// depot in one operation, taking half a cache or more. It returns the
+// number now on the stack, or 0 if need cannot be met.
+func (c *Cache) refill(st *stack, class Class, need int) int {
+	for st.n < need && st.chain != 0 {
+		st.bufs[st.n] = c.popChain(st)
+		st.n++
+	}
+	if st.n >= need {
+		return st.n
+	}
+	want := min(max(c.half, need-st.n), len(st.bufs)-st.n)
+	got := c.pool.classes[class].depot.take(st.bufs[st.n:st.n+want], need-st.n)
+	if got == 0 {
+		return 0
+	}
+	st.n += got
+	c.ctr.n[ctrRefills]++
+	return st.n
+}
+
+func (c *Cache) prepare(b *Buf) {
+	if c.debug != nil {
+		c.debug.taken(c, b)
+	}
+	c.ready(b)
+}
+
+func (c *Cache) ready(b *Buf) {
+	b.head, b.len, b.owner = c.headroom, 0, c.index
+}
+
+// Consume frees a buffer whose packet was delivered (napi_consume_skb).
+// A buffer this cache handed out returns to its stack; one from another
+// cache goes to that cache's inbound list.
+func (c *Cache) Consume(b *Buf) {
+	if c.pushOne(b) || c.release(b) {
+		c.ctr.n[ctrConsumed]++
+	}
+}
+
+// Drop frees a buffer whose packet was lost, counting the reason
+// (kfree_skb_reason). Each holder of a shared buffer that drops its
+// reference counts one drop.
+func (c *Cache) Drop(b *Buf, reason drop.Reason) {
+	if c.pushOne(b) || c.release(b) {
+		c.ctr.drops[min(reason, drop.NumReasons-1)]++
+	}
+}
+
+// ConsumeBulk consumes every buffer of bufs. Consecutive buffers owned by
+// the same other cache are pushed to it with one CAS.
+func (c *Cache) ConsumeBulk(bufs []*Buf) {
+	c.ctr.n[ctrConsumed] += c.releaseBulk(bufs)
+}
+
+// DropBulk drops every buffer of bufs with one reason.
+func (c *Cache) DropBulk(bufs []*Buf, reason drop.Reason) {
+	c.ctr.drops[min(reason, drop.NumReasons-1)] += c.releaseBulk(bufs)
+}
+
+// release drops one reference to b and, if it was the last, frees it. It
+// reports whether the call counts as a free (false for a misuse, which is
+// counted as such).
+func (c *Cache) release(b *Buf) bool {
+	if !c.valid(b) {
+		return false
+	}
+	if b.unref() {
+		if owner := c.free(b); owner != c.index {
+			c.pushRemote(b, b, 1, owner)
+		}
+	}
+	return true
+}
+
+// releaseBulk releases every buffer and returns how many counted as
+// frees. Runs of buffers that need only a push go through pushRun's
+// tight loop; the rest, one at a time, through the general path.
+func (c *Cache) releaseBulk(bufs []*Buf) uint64 {
+	var rc remoteChain
+	counted := uint64(0)
+	for len(bufs) > 0 {
+		k := c.pushRun(bufs)
+		counted += uint64(k)
+		if bufs = bufs[k:]; len(bufs) == 0 {
+			break
+		}
+		b := bufs[0]
+		bufs = bufs[1:]
+		if !c.valid(b) {
+			continue
+		}
+		counted++
+		if b.unref() {
+			if owner := c.free(b); owner != c.index {
+				rc.add(c, b, owner)
+			}
+		}
+	}
+	rc.flush(c)
+	return counted
+}
+
+// pushOne is pushRun for one buffer.
+func (c *Cache) pushOne(b *Buf) bool {
+	if !c.pool.sole(b, c.index) || c.debug != nil {
+		return false
+	}
+	st := &c.stacks[b.class]
+	if st.n >= len(st.bufs) {
+		return false
+	}
+	b.owner = free
+	st.bufs[st.n] = b
+	st.n++
+	return true
+}
+
+// pushRun frees the leading buffers of bufs that are the common case, an
+// unshared buffer of this cache with room on its stack, and returns how
+// many it freed. It makes no calls, so that its loop state stays in
+// registers, and keeps the stack depth in a register while consecutive
+// buffers share a class.
+func (c *Cache) pushRun(bufs []*Buf) int {
+	if c.debug != nil {
+		return 0
+	}
+	base, size, owner, stacks := c.pool.metaBase, c.pool.metaSize, c.index, c.stacks
+	var bufs2 []*Buf // the current class's stack slots, hoisted
+	var st *stack
+	class, n := Class(0), 0
+	for i, b := range bufs {
+		// pool.sole, spelled out so that nothing is reloaded per buffer.
+		if uintptr(unsafe.Pointer(b))-base >= size || b.owner != owner || b.refs.Load() != 1 {
+			if st != nil {
+				st.n = n
+			}
+			return i
+		}
+		if st == nil || b.class != class {
+			if st != nil {
+				st.n = n
+			}
+			class = b.class
+			st = &stacks[class]
+			n, bufs2 = st.n, st.bufs
+		}
+		if uint(n) >= uint(len(bufs2)) {
+			st.n = n
+			return i
+		}
+		b.owner = free
+		bufs2[n] = b
+		n++
+	}
+	if st != nil {
+		st.n = n
+	}
+	return len(bufs)
+}
+
+// remoteChain links consecutive buffers bound for the same other cache so
+// that they are pushed with one CAS.
+type remoteChain struct {
+	first, last *Buf
+	n           uint32
+	owner       uint16
+}
+
+func (rc *remoteChain) add(c *Cache, b *Buf, owner uint16) {
+	if rc.first != nil && rc.owner != owner {
+		rc.flush(c)
+	}
+	if rc.first == nil {
+		rc.first, rc.owner = b, owner
+	} else {
+		rc.last.next = b.id + 1
+	}
+	rc.last = b
+	rc.n++
+}
+
+func (rc *remoteChain) flush(c *Cache) {
+	if rc.first != nil {
+		c.pushRemote(rc.first, rc.last, rc.n, rc.owner)
+		*rc = remoteChain{}
+	}
+}
+
+// valid checks that b is an in-use buffer of this pool; anything else is a
+// misuse that is counted (and reported in debug mode) instead of
+// corrupting the pool.
+func (c *Cache) valid(b *Buf) bool {
+	if !c.pool.owns(b) {
+		c.ctr.n[ctrForeign]++
+		if c.debug != nil {
+			c.debug.reportForeign()
+		}
+		return false
+	}
+	if b.owner == free {
+		c.ctr.n[ctrDoubleFree]++
+		if c.debug != nil {
+			c.debug.reportDoubleFree(b)
+		}
+		return false
+	}
+	return true
+}
+
+// free marks b free and, if this cache owned it, pushes it on the stack.
+// It returns the cache that owned it.
+func (c *Cache) free(b *Buf) (owner uint16) {
+	owner, b.owner = b.owner, free
+	if c.debug != nil {
+		c.debug.freed(b)
+	}
+	if owner == c.index {
+		c.push(b)
+	}
+	return owner
+}
+
+// push puts a free buffer on its class stack, first flushing the coldest
+// half of a full stack to the depot in one operation.
+func (c *Cache) push(b *Buf) {
+	st := &c.stacks[b.class]
+	if st.n == len(st.bufs) {
+		c.pool.classes[b.class].depot.put(st.bufs[:c.half])
+		st.n = copy(st.bufs, st.bufs[c.half:st.n])
+		clear(st.bufs[st.n:])
+		c.ctr.n[ctrFlushes]++
+	}
+	st.bufs[st.n] = b
+	st.n++
+}
+
+// Close returns every buffer the cache holds to the depot and seals its
+// inbound lists, so that later remote frees stay with their freers. A
+// closed cache still works, straight from the depot. Close is idempotent.
+func (c *Cache) Close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	for i := range c.stacks {
+		st := &c.stacks[i]
+		h := c.inbound[i].head.Swap(packHead(sealed, 0))
+		if uint32(h) != 0 {
+			c.ctr.n[ctrDrains]++
+			c.ctr.n[ctrDrained] += h >> 32
+		}
+		free := st.bufs[:st.n:st.n]
+		for _, top := range []uint32{st.chain, uint32(h)} {
+			for top != 0 {
+				b := &c.pool.meta[top-1]
+				top = b.next
+				free = append(free, b)
+			}
+		}
+		st.chain, st.chainLen = 0, 0
+		c.pool.classes[i].depot.put(free)
+		clear(st.bufs[:st.n])
+		st.n = 0
+	}
+	c.Publish()
+}
+
+// Build describes, without copying, a packet that a device wrote into the
+// frame of the buffer with the given id (napi_build_skb): the device was
+// lent the frame (Frame, ID) and reports back only the id, offset and
+// length. Both come from outside and are checked: the id must name a
+// buffer this cache handed out, and the window must fit its frame.
+func (c *Cache) Build(id uint32, off, n int) (*Buf, error) {
+	b := c.pool.lookup(id)
+	if b == nil || b.owner != c.index {
+		return nil, fmt.Errorf("%w: buffer %d is not in use by this cache", ErrBadBuild, id)
+	}
+	if !b.SetData(off, n) {
+		return nil, fmt.Errorf("%w: window [%d, %d+%d) outside the %d-byte frame of buffer %d", ErrBadBuild, off, off, n, b.size, id)
+	}
+	return b, nil
+}

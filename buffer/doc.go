@@ -1,0 +1,32 @@
+// Package buffer is softnet's packet-buffer allocator, modelled on the Linux
+// kernel's sk_buff life cycle.
+//
+// A Pool owns all memory up front: for each size class, one slab of
+// fixed-size frames (mmap'd, outside the Go heap, so the GC neither scans
+// nor moves it) and one array of Buf metadata that holds no Go pointers.
+// The pool never grows past the capacity given in Config.
+//
+// Workers allocate through a Cache, which one goroutine owns (the kernel's
+// per-CPU napi_alloc_cache). A Cache is a LIFO stack per class with no
+// atomics. On a miss it takes half a cache from the pool's shared depot in
+// one locked operation; when full it returns its coldest half the same
+// way. GetBulk takes N buffers in one call, all or nothing.
+//
+// A buffer freed by a Cache that did not allocate it is not put into the
+// freer's stack: it is pushed with one CAS onto the owning Cache's inbound
+// list (the kernel's skb_attempt_defer_free). The owner detaches the whole
+// list with one atomic swap in Drain, which it calls at the top of each
+// poll round and which runs before every bulk get and on every miss. When
+// the list reaches half of Config.DeferMax the freer kicks the owner once,
+// through the hook given to NewCache; past DeferMax the freer keeps the
+// buffer.
+//
+// Every buffer ends in Consume (it was delivered) or Drop (it was lost,
+// with a drop.Reason). Counters are per Cache, plain, and made visible to
+// other goroutines by Cache.Publish; Pool.Stats sums the published values.
+// Pool.Close reports every buffer that was not returned.
+//
+// Costs, on the 2-core reference machine (see `softnet bench alloc`): a
+// Get+Consume pair on a warm cache is a few nanoseconds and allocates
+// nothing; GetBulk/ConsumeBulk of 64 cost about a nanosecond per buffer.
+package buffer

@@ -1,0 +1,83 @@
+// Command softnet is softnet's one binary: the benchmarks that reproduce
+// each seed's before and after (bench), and later the switch and the lab.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailure     = 1 // the run failed (a leak check, an I/O error)
+	exitUsage       = 2 // bad flags or arguments
+	exitGoalMissed  = 3 // bench --check: a goal was not met
+	exitInterrupted = 130
+)
+
+// usageError marks errors the user can fix by calling differently.
+type usageError struct{ error }
+
+// exitError carries a specific exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "softnet",
+		Short: "A userspace packet datapath for Linux virtual networking",
+		Long: `softnet is a userspace packet datapath for Linux virtual networking, built on
+packet-buffer machinery modelled on the kernel's sk_buff life cycle: per-worker
+caches with bulk allocation, deferred free to the owning worker, batched
+programs and a drop reason for every lost packet.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newBenchCmd())
+	return root
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRoot().ExecuteContext(ctx)
+	os.Exit(exitCode(err))
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	var ue usageError
+	switch {
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintln(os.Stderr, "softnet:", ee.err)
+		}
+		return ee.code
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(os.Stderr, "softnet: interrupted")
+		return exitInterrupted
+	case errors.As(err, &ue):
+		fmt.Fprintln(os.Stderr, "softnet:", err)
+		fmt.Fprintln(os.Stderr, "Run 'softnet --help' for usage.")
+		return exitUsage
+	default:
+		fmt.Fprintln(os.Stderr, "softnet:", err)
+		return exitFailure
+	}
+}

@@ -1,0 +1,9 @@
+// Package drop names the reasons a packet buffer is freed without reaching
+// its destination.
+//
+// It mirrors the Linux kernel's enum skb_drop_reason: every path that loses
+// a packet frees its buffer with exactly one Reason (buffer.Cache.Drop),
+// while a packet that was delivered is consumed (buffer.Cache.Consume).
+// Reasons are small integers so that per-worker counters are plain arrays
+// (Counts) that cost one increment and are summed when read.
+package drop

@@ -1,0 +1,83 @@
+package drop
+
+import "fmt"
+
+// Reason says why a packet buffer was dropped. The zero value is
+// NotSpecified. Names follow the kernel's SKB_DROP_REASON_* where one
+// applies.
+type Reason uint8
+
+const (
+	NotSpecified   Reason = iota // no better reason is known
+	PktTooSmall                  // shorter than the smallest valid packet
+	PktTooBig                    // longer than the port, frame or MTU allows
+	HdrTrunc                     // a header runs past the end of the packet
+	DevHdr                       // the device header (virtio-net) is invalid
+	DevReady                     // the device or port is down
+	FullRing                     // a ring or queue toward the destination is full
+	NoMem                        // no buffer could be allocated
+	InvalidProto                 // a header field holds an invalid value
+	UnhandledProto               // a valid protocol that is not handled
+	Csum                         // checksum verification failed
+	GsoSeg                       // GSO segmentation failed
+	Filter                       // a filter program rejected the packet
+	Prog                         // a batch program failed (panicked)
+	NoRoute                      // no route or forwarding entry matched
+	QueuePurge                   // purged from a queue at shutdown
+	SocketRcvBuff                // a local consumer's receive ring is full
+	IPTTL                        // the IP TTL or hop limit expired
+	NumReasons                   // the number of reasons; not a reason
+)
+
+var reasonNames = [NumReasons]string{
+	NotSpecified:   "NOT_SPECIFIED",
+	PktTooSmall:    "PKT_TOO_SMALL",
+	PktTooBig:      "PKT_TOO_BIG",
+	HdrTrunc:       "HDR_TRUNC",
+	DevHdr:         "DEV_HDR",
+	DevReady:       "DEV_READY",
+	FullRing:       "FULL_RING",
+	NoMem:          "NOMEM",
+	InvalidProto:   "INVALID_PROTO",
+	UnhandledProto: "UNHANDLED_PROTO",
+	Csum:           "CSUM",
+	GsoSeg:         "GSO_SEG",
+	Filter:         "FILTER",
+	Prog:           "PROG",
+	NoRoute:        "NO_ROUTE",
+	QueuePurge:     "QUEUE_PURGE",
+	SocketRcvBuff:  "SOCKET_RCVBUFF",
+	IPTTL:          "IP_TTL",
+}
+
+// String returns the kernel-style name, such as "HDR_TRUNC".
+func (r Reason) String() string {
+	if r < NumReasons {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("REASON_%d", uint8(r))
+}
+
+// ParseReason returns the Reason named s (as printed by String).
+func ParseReason(s string) (Reason, error) {
+	for r, name := range reasonNames {
+		if name == s {
+			return Reason(r), nil
+		}
+	}
+	return 0, fmt.Errorf("drop: unknown reason %q", s)
+}
+
+// MarshalText implements encoding.TextMarshaler, so reasons appear by name
+// in JSON.
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (r *Reason) UnmarshalText(b []byte) error {
+	v, err := ParseReason(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}

@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"context"
+	"sync"
+
+	"softnet.dev/buffer"
+)
+
+// frameRoom is the data size every allocator variant hands out: an MTU
+// frame, as in buffer.ClassMTU.
+const frameRoom = 2048
+
+// bulkSize is the burst of the bulk variants, the engine's NAPI budget.
+const bulkSize = 64
+
+// sink keeps the make variant's buffers escaping to the heap, as a
+// packet handed to another goroutine would.
+//
+//lint:ignore U1000 only written: the write is what makes it escape
+var sink []byte
+
+var allocExperiment = &Experiment{
+	Name:   "alloc",
+	Desc:   "take and free one 2 KiB packet buffer on one goroutine",
+	Metric: "ns_per_buf",
+	Unit:   "ns",
+	Variants: []Variant{
+		{Name: "make", Prepare: prepareMake},
+		{Name: "syncpool", Prepare: prepareSyncPool},
+		{Name: "cache", Prepare: prepareCache},
+		{Name: "cache-bulk", Prepare: prepareCacheBulk, Extra: map[string]any{"bulk": bulkSize}},
+	},
+	Goals: []Goal{
+		{Variant: "cache", Against: "syncpool", Ratio: 1.0},
+		{Variant: "cache-bulk", Against: "syncpool", Ratio: 0.25},
+	},
+}
+
+func noCleanup() error { return nil }
+
+// stopped reports whether a run should end early; checked once per
+// thousand operations so that the check costs nothing measurable.
+func stopped(ctx context.Context, i int) bool {
+	return i&1023 == 0 && ctx.Err() != nil
+}
+
+func prepareMake() (func(context.Context, int) int, func() error, error) {
+	return func(ctx context.Context, n int) int {
+		for i := range n {
+			if stopped(ctx, i) {
+				return i
+			}
+			b := make([]byte, frameRoom)
+			b[0] = byte(i)
+			sink = b
+		}
+		return n
+	}, noCleanup, nil
+}
+
+func newSyncPool() *sync.Pool {
+	return &sync.Pool{New: func() any {
+		b := make([]byte, frameRoom)
+		return &b
+	}}
+}
+
+func prepareSyncPool() (func(context.Context, int) int, func() error, error) {
+	p := newSyncPool()
+	return func(ctx context.Context, n int) int {
+		for i := range n {
+			if stopped(ctx, i) {
+				return i
+			}
+			b := p.Get().(*[]byte)
+			(*b)[0] = byte(i)
+			p.Put(b)
+		}
+		return n
+	}, noCleanup, nil
+}
+
+// newBenchPool returns a pool of MTU frames and its leak check.
+func newBenchPool(count int) (*buffer.Pool, func() error, error) {
+	p, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: frameRoom, Count: count}}})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, p.Close, nil
+}
+
+func prepareCache() (func(context.Context, int) int, func() error, error) {
+	p, done, err := newBenchPool(1024)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := p.NewCache(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, n int) int {
+		for i := range n {
+			if stopped(ctx, i) {
+				return i
+			}
+			b, err := c.Get(0)
+			if err != nil {
+				return i
+			}
+			b.Frame()[0] = byte(i)
+			c.Consume(b)
+		}
+		return n
+	}, done, nil
+}
+
+func prepareCacheBulk() (func(context.Context, int) int, func() error, error) {
+	p, done, err := newBenchPool(1024)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := p.NewCache(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	bufs := make([]*buffer.Buf, bulkSize)
+	return func(ctx context.Context, n int) int {
+		i := 0
+		for ; i < n; i += bulkSize {
+			if stopped(ctx, i) {
+				return i
+			}
+			if c.GetBulk(bufs, 0) != nil {
+				return i
+			}
+			for _, b := range bufs {
+				b.Frame()[0] = byte(i)
+			}
+			c.ConsumeBulk(bufs)
+		}
+		return i
+	}, done, nil
+}

@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Options control a run.
+type Options struct {
+	// Duration is the measured time per variant, split over Reps
+	// repetitions that are interleaved across variants so that drift of a
+	// shared machine hits every variant alike.
+	Duration time.Duration
+	Reps     int
+	// Progress, if set, is called before each step (calibration or
+	// repetition of one variant).
+	Progress func(step, steps int, what string)
+}
+
+// Result is one variant's figure: the median over repetitions.
+type Result struct {
+	Experiment string         `json:"experiment"`
+	Variant    string         `json:"variant"`
+	Metric     string         `json:"metric"`
+	Value      float64        `json:"value"`
+	Unit       string         `json:"unit"`
+	Ratio      float64        `json:"ratio"` // to the experiment's first variant
+	Ops        int            `json:"ops"`   // operations per repetition
+	Reps       []float64      `json:"reps"`
+	Extra      map[string]any `json:"-"`
+}
+
+// GoalResult says whether a goal was met in this run.
+type GoalResult struct {
+	Experiment string  `json:"experiment"`
+	Goal       string  `json:"goal"`
+	Ratio      float64 `json:"ratio"`
+	Met        bool    `json:"met"`
+}
+
+// Report is the outcome of one experiment.
+type Report struct {
+	Experiment *Experiment
+	Results    []Result
+	Goals      []GoalResult
+}
+
+const calibrateFor = 20 * time.Millisecond
+
+// Steps returns the number of progress steps Run will report.
+func Steps(exps []*Experiment, opt Options) int {
+	n := 0
+	for _, e := range exps {
+		n += len(e.Variants) * (opt.Reps + 1)
+	}
+	return n
+}
+
+// Run measures the experiments one after another. It stops early, with
+// ctx's error, when ctx is cancelled; an error from a variant's cleanup
+// (a leak check) fails the run after all its variants finished.
+func Run(ctx context.Context, exps []*Experiment, opt Options) ([]Report, error) {
+	if opt.Reps < 1 {
+		opt.Reps = 1
+	}
+	if opt.Duration <= 0 {
+		return nil, fmt.Errorf("bench: duration %v must be positive", opt.Duration)
+	}
+	step, steps := 0, Steps(exps, opt)
+	progress := func(what string) {
+		if opt.Progress != nil {
+			opt.Progress(step, steps, what)
+		}
+		step++
+	}
+	var reports []Report
+	for _, e := range exps {
+		r, err := runExperiment(ctx, e, opt, progress)
+		if err != nil {
+			return reports, err
+		}
+		reports = append(reports, r)
+	}
+	return reports, nil
+}
+
+type variantRun struct {
+	run  func(ctx context.Context, n int) int
+	done func() error
+	n    int
+	reps []float64
+}
+
+func runExperiment(ctx context.Context, e *Experiment, opt Options, progress func(string)) (rep Report, err error) {
+	runs := make([]*variantRun, len(e.Variants))
+	defer func() {
+		for i, vr := range runs {
+			if vr != nil && vr.done != nil {
+				if derr := vr.done(); derr != nil {
+					err = errors.Join(err, fmt.Errorf("%s/%s: %w", e.Name, e.Variants[i].Name, derr))
+				}
+			}
+		}
+	}()
+	perRep := opt.Duration / time.Duration(opt.Reps)
+	for i, v := range e.Variants {
+		progress(e.Name + "/" + v.Name + " calibrate")
+		run, done, err := v.Prepare()
+		if err != nil {
+			return rep, fmt.Errorf("%s/%s: %w", e.Name, v.Name, err)
+		}
+		vr := &variantRun{run: run, done: done}
+		runs[i] = vr
+		if vr.n, err = calibrate(ctx, run, perRep); err != nil {
+			return rep, err
+		}
+	}
+	for range opt.Reps {
+		for i, v := range e.Variants {
+			progress(e.Name + "/" + v.Name)
+			vr := runs[i]
+			start := time.Now()
+			ops := vr.run(ctx, vr.n)
+			elapsed := time.Since(start)
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			vr.reps = append(vr.reps, e.value(ops, elapsed))
+		}
+	}
+	rep.Experiment = e
+	for i, v := range e.Variants {
+		vr := runs[i]
+		rep.Results = append(rep.Results, Result{
+			Experiment: e.Name, Variant: v.Name, Metric: e.Metric, Unit: e.Unit,
+			Value: median(vr.reps), Ops: vr.n, Reps: vr.reps, Extra: v.Extra,
+		})
+	}
+	for i := range rep.Results {
+		rep.Results[i].Ratio = rep.Results[i].Value / rep.Results[0].Value
+	}
+	for _, g := range e.Goals {
+		a, b := rep.find(g.Variant), rep.find(g.Against)
+		if a == nil || b == nil {
+			return rep, fmt.Errorf("%s: goal %s names a missing variant", e.Name, g.String(e.Higher))
+		}
+		ratio := a.Value / b.Value
+		met := ratio <= g.Ratio
+		if e.Higher {
+			met = ratio >= g.Ratio
+		}
+		rep.Goals = append(rep.Goals, GoalResult{Experiment: e.Name, Goal: g.String(e.Higher), Ratio: ratio, Met: met})
+	}
+	return rep, nil
+}
+
+func (r *Report) find(variant string) *Result {
+	for i := range r.Results {
+		if r.Results[i].Variant == variant {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// calibrate finds an operation count that takes about target.
+func calibrate(ctx context.Context, run func(context.Context, int) int, target time.Duration) (int, error) {
+	n := 64
+	for {
+		start := time.Now()
+		run(ctx, n)
+		elapsed := time.Since(start)
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if elapsed >= calibrateFor || n >= 1<<30 {
+			scaled := float64(n) * float64(target) / float64(max(elapsed, 1))
+			return max(1, int(min(scaled, 1<<34))), nil
+		}
+		n *= 4
+	}
+}
+
+// value turns a count of operations in a time into the metric: a rate in
+// millions per second when higher is better, else nanoseconds per
+// operation.
+func (e *Experiment) value(ops int, d time.Duration) float64 {
+	if e.Higher {
+		return float64(ops) / d.Seconds() / 1e6
+	}
+	return float64(d.Nanoseconds()) / float64(max(ops, 1))
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
