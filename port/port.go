@@ -1,0 +1,104 @@
+package port
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"softnet.dev/buffer"
+	"softnet.dev/packet"
+)
+
+// Offloads are the segmentation and checksum offloads a port accepts and
+// produces (virtio-net semantics, as TUNSETOFFLOAD sets them).
+type Offloads uint32
+
+const (
+	OffloadCsum   Offloads = 1 << iota // checksum-partial packets
+	OffloadTSO4                        // TCP over IPv4 GSO
+	OffloadTSO6                        // TCP over IPv6 GSO
+	OffloadTSOECN                      // TSO with ECN
+	OffloadUSO4                        // UDP over IPv4 GSO
+	OffloadUSO6                        // UDP over IPv6 GSO
+)
+
+var offloadNames = []string{"csum", "tso4", "tso6", "tso_ecn", "uso4", "uso6"}
+
+func (o Offloads) String() string {
+	var names []string
+	for i, n := range offloadNames {
+		if o&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}
+
+// Info describes a port.
+type Info struct {
+	Name     string
+	Layer    packet.Layer // L2 (Ethernet frames, TAP) or L3 (IP packets, TUN)
+	Queues   int          // number of RX and TX queues
+	MaxFrame int          // largest packet, in bytes, the port produces or accepts
+	Offloads Offloads
+}
+
+func (i Info) String() string {
+	layer := "L3"
+	if i.Layer == packet.L2 {
+		layer = "L2"
+	}
+	return fmt.Sprintf("%s (%s, %d queues, max frame %d, offloads %s)", i.Name, layer, i.Queues, i.MaxFrame, i.Offloads)
+}
+
+// Port is a device with Info().Queues receive and transmit queues. RxQueue
+// returns nil for a port that only transmits (a sink), TxQueue nil for one
+// that only receives (a generator).
+type Port interface {
+	Info() Info
+	RxQueue(i int) RxQueue
+	TxQueue(i int) TxQueue
+	// Close releases the port. Buffers still queued inside it are dropped
+	// with drop.QueuePurge into the cache given, which the caller owns.
+	Close(c *buffer.Cache) error
+}
+
+// RxQueue is one receive queue, polled by exactly one worker.
+type RxQueue interface {
+	// Receive fills a prefix of bufs with received packets, taking the
+	// buffers from c, and returns how many. It does not block. A packet the
+	// queue had to discard (malformed device header, no buffer) is dropped
+	// into c with its reason. An error means the queue (usually the whole
+	// port) is no longer usable: ErrDown, or a device error.
+	Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error)
+	Waiter
+}
+
+// TxQueue is one transmit queue, used by exactly one worker.
+type TxQueue interface {
+	// Transmit takes ownership of every buffer of bufs: each is sent, and
+	// freed into c when the device is done with it (now or at a later
+	// completion), or dropped into c with a reason (drop.FullRing, ...).
+	// It returns the number sent. An error means the queue is no longer
+	// usable; the buffers are still accounted for.
+	Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error)
+}
+
+// Waiter lets an idle worker sleep until a queue has work.
+type Waiter interface {
+	// FD returns a file descriptor that becomes readable when the queue
+	// may have packets after Arm returned false, or -1 if the queue never
+	// needs waiting for.
+	FD() int
+	// Arm asks the queue to make FD readable when packets arrive, and
+	// reports whether packets are already pending (then the worker does
+	// not sleep). The worker calls Disarm after it wakes.
+	Arm() (pending bool)
+	Disarm()
+}
+
+// ErrDown means the port's device went away or was set down.
+var ErrDown = errors.New("port: down")
