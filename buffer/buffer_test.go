@@ -369,3 +369,32 @@ func TestTooManyCaches(t *testing.T) {
 		t.Fatalf("third cache: %v", err)
 	}
 }
+
+func TestUncachedGoesToTheDepot(t *testing.T) {
+	cfg := small(16)
+	cfg.Uncached = true
+	p := newTestPool(t, cfg)
+	c := newTestCache(t, p, nil)
+	b, err := c.Get(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.classes[0].depot.len(); got != 15 {
+		t.Fatalf("depot holds %d after one uncached get, want 15", got)
+	}
+	c.Consume(b)
+	if got := p.classes[0].depot.len(); got != 16 {
+		t.Fatalf("depot holds %d after the free, want 16", got)
+	}
+	bulk := make([]*Buf, 16)
+	if err := c.GetBulk(bulk, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(0); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("Get from an empty uncached pool: %v", err)
+	}
+	c.DropBulk(bulk, drop.NoRoute)
+	if s := c.Stats(); s.Refills != 2 || s.Flushes != 17 || s.Allocs != 17 {
+		t.Fatalf("stats %+v", s)
+	}
+}

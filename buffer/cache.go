@@ -31,8 +31,16 @@ type stack struct {
 	bufs     []*Buf // len is the cache size; [0:n] are free, n-1 is the warmest
 	n        int
 	chain    uint32 // id+1 of the first buffer of a drained inbound list
-	chainLen int
+	chainLen int    // buffers in chain and in the waiting lists
+	waiting  [waitingChains]uint32
+	nwaiting int
 }
+
+// waitingChains is how many drained lists may wait behind the current
+// chain. With none, the owner could take its inbound list only once the
+// chain was used up, and remote frees arriving meanwhile would overflow
+// DeferMax and stay with the freers.
+const waitingChains = 3
 
 // NewCache registers a cache for one worker. kick, if not nil, is called
 // (from a freeing goroutine, at most once per fill) when the cache's
@@ -52,12 +60,17 @@ func (p *Pool) NewCache(kick func()) (*Cache, error) {
 		headroom: uint32(p.cfg.Headroom),
 		stacks:   make([]stack, len(p.classes)),
 		debug:    p.debug,
+		pub:      newPublished(),
 	}
 	c.deferMax = uint32(p.cfg.DeferMax)
 	c.kick = kick
 	c.inbound = make([]inbound, len(p.classes))
+	size := p.cfg.CacheSize
+	if p.cfg.Uncached {
+		size, c.half = 0, 0
+	}
 	for i := range c.stacks {
-		c.stacks[i].bufs = make([]*Buf, p.cfg.CacheSize)
+		c.stacks[i].bufs = make([]*Buf, size)
 	}
 	p.caches[i].Store(c)
 	p.ncaches.Store(int32(i + 1))
@@ -72,7 +85,10 @@ func (c *Cache) Pool() *Pool { return c.pool }
 // ErrClass.
 func (c *Cache) Get(class Class) (*Buf, error) {
 	if int(class) < len(c.stacks) {
-		if st := &c.stacks[class]; uint(st.n-1) < uint(len(st.bufs)) && c.debug == nil {
+		// A drained chain of remote frees goes first: left behind the
+		// stack it would keep the inbound list from being taken again,
+		// and remote frees would pile up until freers keep the buffers.
+		if st := &c.stacks[class]; uint(st.n-1) < uint(len(st.bufs)) && st.chain == 0 && c.debug == nil {
 			st.n--
 			b := st.bufs[st.n]
 			b.head, b.len, b.owner = c.headroom, 0, c.index
@@ -90,13 +106,22 @@ func (c *Cache) getSlow(class Class) (*Buf, error) {
 	st := &c.stacks[class]
 	var b *Buf
 	switch {
+	case st.chain != 0 || st.n == 0 && c.Drain() > 0 && st.chain != 0:
+		c.ctr.n[ctrHits]++
+		b = c.popChain(st)
 	case st.n > 0:
 		c.ctr.n[ctrHits]++
 		st.n--
 		b = st.bufs[st.n]
-	case st.chain != 0 || c.Drain() > 0 && st.chain != 0:
-		c.ctr.n[ctrHits]++
-		b = c.popChain(st)
+	case len(st.bufs) == 0: // Uncached
+		var one [1]*Buf
+		if c.pool.classes[class].depot.take(one[:], 1) == 0 {
+			c.ctr.n[ctrExhausted]++
+			return nil, ErrExhausted
+		}
+		c.ctr.n[ctrMisses]++
+		c.ctr.n[ctrRefills]++
+		b = one[0]
 	case c.refill(st, class, 1) > 0:
 		c.ctr.n[ctrMisses]++
 		st.n--
@@ -118,6 +143,12 @@ func (c *Cache) GetBulk(out []*Buf, class Class) error {
 	}
 	c.Drain()
 	st := &c.stacks[class]
+	// Take up the drained chain first (see Get); a bulk get touches every
+	// buffer anyway.
+	for st.chain != 0 && st.n < len(st.bufs) {
+		st.bufs[st.n] = c.popChain(st)
+		st.n++
+	}
 	k := len(out)
 	if st.n < k {
 		if !c.getBulkMiss(out, st, class) {
@@ -401,6 +432,11 @@ func (c *Cache) free(b *Buf) (owner uint16) {
 // half of a full stack to the depot in one operation.
 func (c *Cache) push(b *Buf) {
 	st := &c.stacks[b.class]
+	if len(st.bufs) == 0 { // Uncached
+		c.pool.classes[b.class].depot.put([]*Buf{b})
+		c.ctr.n[ctrFlushes]++
+		return
+	}
 	if st.n == len(st.bufs) {
 		c.pool.classes[b.class].depot.put(st.bufs[:c.half])
 		st.n = copy(st.bufs, st.bufs[c.half:st.n])
@@ -427,7 +463,7 @@ func (c *Cache) Close() {
 			c.ctr.n[ctrDrained] += h >> 32
 		}
 		free := st.bufs[:st.n:st.n]
-		for _, top := range []uint32{st.chain, uint32(h)} {
+		for _, top := range append([]uint32{st.chain, uint32(h)}, st.waiting[:st.nwaiting]...) {
 			for top != 0 {
 				b := &c.pool.meta[top-1]
 				top = b.next

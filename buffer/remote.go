@@ -66,22 +66,27 @@ func (c *Cache) keep(b *Buf, n uint32) {
 // it too. It costs one load per class when the lists are empty.
 //
 // The buffers are not walked here: a detached list becomes the class's
-// chain, from which gets pop one buffer at a time after the stack is
-// empty. Walking would take a cache miss per buffer in a dependent chain;
-// popping takes the same miss where the buffer is about to be written
-// anyway, overlapped with the caller's own work. A class whose previous
-// chain is not used up yet is left on its list until it is.
+// chain (or waits behind it), from which gets pop one buffer at a time
+// before they use the stack. Walking would take a cache miss per buffer in
+// a dependent chain; popping takes the same miss where the buffer is about
+// to be written anyway, overlapped with the caller's own work.
 func (c *Cache) Drain() int {
 	n := 0
 	for i := range c.stacks {
 		st := &c.stacks[i]
 		// A sealed list has no top either: it stays sealed.
-		if st.chain != 0 || uint32(c.inbound[i].head.Load()) == 0 {
+		if uint32(c.inbound[i].head.Load()) == 0 || st.chain != 0 && st.nwaiting == waitingChains {
 			continue
 		}
 		h := c.inbound[i].head.Swap(0)
-		st.chain, st.chainLen = uint32(h), int(h>>32)
-		n += st.chainLen
+		if st.chain == 0 {
+			st.chain = uint32(h)
+		} else {
+			st.waiting[st.nwaiting] = uint32(h)
+			st.nwaiting++
+		}
+		st.chainLen += int(h >> 32)
+		n += int(h >> 32)
 		c.ctr.n[ctrDrains]++
 	}
 	c.ctr.n[ctrDrained] += uint64(n)
@@ -98,6 +103,11 @@ func (c *Cache) popChain(st *stack) *Buf {
 	b.len = 0
 	st.chain = b.next
 	st.chainLen--
+	if st.chain == 0 && st.nwaiting > 0 {
+		st.chain = st.waiting[0]
+		st.nwaiting--
+		copy(st.waiting[:], st.waiting[1:st.nwaiting+1])
+	}
 	return b
 }
 

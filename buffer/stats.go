@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/counter"
 )
 
 // Counter indices; the order is that of CacheStats.
@@ -31,12 +32,16 @@ type counters struct {
 	drops drop.Counts
 }
 
-// published is the last snapshot the owner made visible to readers.
+// published is what the owner last made visible to readers: the counters
+// followed by the drop reasons, and the number of free buffers the cache
+// holds per class.
 type published struct {
-	last   counters // what was last stored, to store only changes
-	n      [numCounters]atomic.Uint64
-	drops  [drop.NumReasons]atomic.Uint64
-	cached [maxClasses]atomic.Int64
+	counters counter.Published
+	cached   [maxClasses]atomic.Int64
+}
+
+func newPublished() published {
+	return published{counters: counter.NewPublished(numCounters + int(drop.NumReasons))}
 }
 
 // CacheStats are the counters of one cache, or their sum over caches.
@@ -92,20 +97,12 @@ func (c *Cache) Stats() CacheStats {
 // once per poll round, which costs a few loads and stores only for the
 // counters that changed.
 func (c *Cache) Publish() {
-	p := &c.pub
-	for i, v := range c.ctr.n {
-		if v != p.last.n[i] {
-			p.n[i].Store(v)
-		}
-	}
-	for i, v := range c.ctr.drops {
-		if v != p.last.drops[i] {
-			p.drops[i].Store(v)
-		}
-	}
-	p.last = c.ctr
+	var vals [numCounters + int(drop.NumReasons)]uint64
+	copy(vals[:], c.ctr.n[:])
+	copy(vals[numCounters:], c.ctr.drops[:])
+	c.pub.counters.Publish(vals[:])
 	for i := range c.stacks {
-		p.cached[i].Store(int64(c.stacks[i].n + c.stacks[i].chainLen))
+		c.pub.cached[i].Store(int64(c.stacks[i].n + c.stacks[i].chainLen))
 	}
 }
 
@@ -143,15 +140,11 @@ func (p *Pool) Stats() Stats {
 	s.Caches = n
 	for i := 0; i < n; i++ {
 		c := p.caches[i].Load()
-		var ctr [numCounters]uint64
+		var vals [numCounters + int(drop.NumReasons)]uint64
+		c.pub.counters.AddTo(vals[:])
 		var drops drop.Counts
-		for j := range ctr {
-			ctr[j] = c.pub.n[j].Load()
-		}
-		for j := range drops {
-			drops[j] = c.pub.drops[j].Load()
-		}
-		s.CacheStats.add(&ctr, &drops)
+		copy(drops[:], vals[numCounters:])
+		s.CacheStats.add((*[numCounters]uint64)(vals[:numCounters]), &drops)
 		for j := range s.Classes {
 			k := int(c.pub.cached[j].Load())
 			s.Classes[j].InCaches += k

@@ -5,6 +5,7 @@ import (
 
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
+	"softnet.dev/internal/cacheline"
 	"softnet.dev/packet"
 )
 
@@ -90,10 +91,10 @@ type Batch struct {
 // NewBatch returns a batch with room for size packets.
 func NewBatch(size int) *Batch {
 	return &Batch{
-		Bufs:     make([]*buffer.Buf, 0, size),
-		Verdicts: make([]Verdict, size),
-		hdrs:     make([]packet.Headers, size),
-		parsed:   make([]bool, size),
+		Bufs:     cacheline.Make[*buffer.Buf](0, size),
+		Verdicts: cacheline.Make[Verdict](size, size),
+		hdrs:     cacheline.Make[packet.Headers](size, size),
+		parsed:   cacheline.Make[bool](size, size),
 	}
 }
 

@@ -29,11 +29,11 @@ var allocExperiment = &Experiment{
 		{Name: "make", Prepare: prepareMake},
 		{Name: "syncpool", Prepare: prepareSyncPool},
 		{Name: "cache", Prepare: prepareCache},
-		{Name: "cache-bulk", Prepare: prepareCacheBulk, Extra: map[string]any{"bulk": bulkSize}},
+		{Name: "cache-bulk", Prepare: prepareCacheBulk},
 	},
 	Goals: []Goal{
-		{Variant: "cache", Against: "syncpool", Ratio: 1.0},
-		{Variant: "cache-bulk", Against: "syncpool", Ratio: 0.25},
+		{Variant: "cache", Against: "syncpool", Bound: 1.0},
+		{Variant: "cache-bulk", Against: "syncpool", Bound: 0.25},
 	},
 }
 

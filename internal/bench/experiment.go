@@ -3,11 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
-// Experiment is a set of variants measured with one metric.
+// Experiment is a set of variants measured with one metric. Several
+// experiments may share a Name (one ladder per packet size, say): they are
+// run and looked up together, and each has its own first variant that
+// ratios refer to.
 type Experiment struct {
 	Name     string
 	Desc     string
@@ -29,28 +33,44 @@ type Variant struct {
 	Prepare func() (run func(ctx context.Context, n int) int, done func() error, err error)
 }
 
-// Goal is a ratio one variant must reach against another.
+// Label names the variant uniquely within its experiment: its name and
+// its extra fields, e.g. "napi-cache+bulk workers=2".
+func (v *Variant) Label() string {
+	keys := slices.Sorted(maps.Keys(v.Extra))
+	parts := []string{v.Name}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, v.Extra[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Goal is a bound on one variant's figure: a ratio to another variant or,
+// when Against is empty, an absolute value in the metric's unit. Variants
+// are named by Label.
 type Goal struct {
 	Variant, Against string
-	// Ratio bounds Variant/Against in the metric's own terms: for a
-	// lower-is-better metric the ratio must be at most Ratio, for a
-	// higher-is-better one at least Ratio.
-	Ratio float64
+	// Bound limits Variant/Against (or Variant's value) in the metric's
+	// own terms: at most Bound for a lower-is-better metric, at least
+	// Bound for a higher-is-better one.
+	Bound float64
 }
 
 // String renders the goal as in the issue text, e.g.
-// "cache <= 1.00x syncpool".
-func (g Goal) String(higher bool) string {
+// "cache <= 1.00x syncpool" or "napi-cache+bulk >= 30 Mpps".
+func (g Goal) String(e *Experiment) string {
 	op := "<="
-	if higher {
+	if e.Higher {
 		op = ">="
 	}
-	return fmt.Sprintf("%s %s %.2fx %s", g.Variant, op, g.Ratio, g.Against)
+	if g.Against == "" {
+		return fmt.Sprintf("%s %s %g %s", g.Variant, op, g.Bound, e.Unit)
+	}
+	return fmt.Sprintf("%s %s %.2fx %s", g.Variant, op, g.Bound, g.Against)
 }
 
 // Experiments returns every experiment, in run order.
 func Experiments() []*Experiment {
-	return []*Experiment{allocExperiment, remoteFreeExperiment, flushExperiment}
+	return append([]*Experiment{allocExperiment, remoteFreeExperiment, flushExperiment}, forwardExperiments...)
 }
 
 // Lookup returns the named experiments, or an error naming the unknown
@@ -63,17 +83,23 @@ func Lookup(names []string) ([]*Experiment, error) {
 	var out []*Experiment
 	var unknown []string
 	for _, n := range names {
-		i := slices.IndexFunc(all, func(e *Experiment) bool { return e.Name == n })
-		if i < 0 {
-			unknown = append(unknown, n)
-			continue
+		found := false
+		for _, e := range all {
+			if e.Name == n {
+				out = append(out, e)
+				found = true
+			}
 		}
-		out = append(out, all[i])
+		if !found {
+			unknown = append(unknown, n)
+		}
 	}
 	if len(unknown) > 0 {
 		var known []string
 		for _, e := range all {
-			known = append(known, e.Name)
+			if !slices.Contains(known, e.Name) {
+				known = append(known, e.Name)
+			}
 		}
 		return nil, fmt.Errorf("unknown experiment %s (known: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
 	}

@@ -23,8 +23,8 @@ var flushExperiment = &Experiment{
 		{Name: "swap-contended", Prepare: prepareFlush(newSwapList, true)},
 	},
 	Goals: []Goal{
-		{Variant: "swap", Against: "mutex", Ratio: 1},
-		{Variant: "swap-contended", Against: "mutex-contended", Ratio: 1},
+		{Variant: "swap", Against: "mutex", Bound: 1},
+		{Variant: "swap-contended", Against: "mutex-contended", Bound: 1},
 	},
 }
 

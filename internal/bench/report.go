@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -23,10 +24,27 @@ func WriteTable(w io.Writer, reports []Report) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "%s: %s\n", e.Name, e.Desc)
+		var keys []string
+		for _, v := range e.Variants {
+			for k := range v.Extra {
+				if !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+		slices.Sort(keys)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  variant\t%s %s\tratio\tspread\n", e.Metric, e.Unit)
-		for _, res := range r.Results {
-			fmt.Fprintf(tw, "  %s\t%s\t%.2fx\t%s\n", res.Variant, formatValue(res.Value), res.Ratio, spread(res.Reps))
+		fmt.Fprintf(tw, "  variant\t")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t", k)
+		}
+		fmt.Fprintf(tw, "%s %s\tratio\tspread\n", e.Metric, e.Unit)
+		for i, res := range r.Results {
+			fmt.Fprintf(tw, "  %s\t", res.Variant)
+			for _, k := range keys {
+				fmt.Fprintf(tw, "%v\t", e.Variants[i].Extra[k])
+			}
+			fmt.Fprintf(tw, "%s\t%.2fx\t%s\n", formatValue(res.Value), res.Ratio, spread(res.Reps))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -37,10 +55,38 @@ func WriteTable(w io.Writer, reports []Report) error {
 			if !g.Met {
 				verdict = "NOT MET"
 			}
-			fmt.Fprintf(w, "  goal %s: %.2fx, %s\n", g.Goal, g.Ratio, verdict)
+			fmt.Fprintf(w, "  goal %s: %s, %s\n", g.Goal, g.figure(), verdict)
 		}
 	}
-	return nil
+	return writeSummary(w, reports)
+}
+
+// writeSummary closes the tables with every goal of the run on one line
+// each, so that a long run ends with its verdict in view.
+func writeSummary(w io.Writer, reports []Report) error {
+	met, total := 0, 0
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nsummary\n  experiment\tgoal\tthis run\tverdict\n")
+	for _, r := range reports {
+		for _, g := range r.Goals {
+			total++
+			verdict := "NOT MET"
+			if g.Met {
+				met++
+				verdict = "met"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", g.Experiment, g.Goal, g.figure(), verdict)
+		}
+	}
+	fmt.Fprintf(tw, "  %d of %d goals met\n", met, total)
+	return tw.Flush()
+}
+
+func (g GoalResult) figure() string {
+	if g.absolute {
+		return formatValue(g.Ratio)
+	}
+	return fmt.Sprintf("%.2fx", g.Ratio)
 }
 
 func formatValue(v float64) string {
@@ -103,7 +149,7 @@ func Missed(reports []Report) []string {
 	for _, r := range reports {
 		for _, g := range r.Goals {
 			if !g.Met {
-				out = append(out, fmt.Sprintf("%s: %s (got %.2fx)", g.Experiment, g.Goal, g.Ratio))
+				out = append(out, fmt.Sprintf("%s: %s (got %s)", g.Experiment, g.Goal, g.figure()))
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -37,8 +38,9 @@ type Result struct {
 type GoalResult struct {
 	Experiment string  `json:"experiment"`
 	Goal       string  `json:"goal"`
-	Ratio      float64 `json:"ratio"`
+	Ratio      float64 `json:"ratio"` // the ratio, or the value for an absolute goal
 	Met        bool    `json:"met"`
+	absolute   bool
 }
 
 // Report is the outcome of one experiment.
@@ -122,6 +124,10 @@ func runExperiment(ctx context.Context, e *Experiment, opt Options, progress fun
 		for i, v := range e.Variants {
 			progress(e.Name + "/" + v.Name)
 			vr := runs[i]
+			// Start every repetition with a clean heap, so that no variant
+			// pays for another's garbage (a GC cycle takes a core from a
+			// two-goroutine variant on a two-core machine).
+			runtime.GC()
 			start := time.Now()
 			ops := vr.run(ctx, vr.n)
 			elapsed := time.Since(start)
@@ -143,23 +149,34 @@ func runExperiment(ctx context.Context, e *Experiment, opt Options, progress fun
 		rep.Results[i].Ratio = rep.Results[i].Value / rep.Results[0].Value
 	}
 	for _, g := range e.Goals {
-		a, b := rep.find(g.Variant), rep.find(g.Against)
-		if a == nil || b == nil {
-			return rep, fmt.Errorf("%s: goal %s names a missing variant", e.Name, g.String(e.Higher))
+		a := rep.find(g.Variant)
+		ratio := 0.0
+		switch {
+		case a == nil:
+		case g.Against == "":
+			ratio = a.Value
+		default:
+			if b := rep.find(g.Against); b != nil {
+				ratio = a.Value / b.Value
+			} else {
+				a = nil
+			}
 		}
-		ratio := a.Value / b.Value
-		met := ratio <= g.Ratio
+		if a == nil {
+			return rep, fmt.Errorf("%s: goal %s names a missing variant", e.Name, g.String(e))
+		}
+		met := ratio <= g.Bound
 		if e.Higher {
-			met = ratio >= g.Ratio
+			met = ratio >= g.Bound
 		}
-		rep.Goals = append(rep.Goals, GoalResult{Experiment: e.Name, Goal: g.String(e.Higher), Ratio: ratio, Met: met})
+		rep.Goals = append(rep.Goals, GoalResult{Experiment: e.Name, Goal: g.String(e), Ratio: ratio, Met: met, absolute: g.Against == ""})
 	}
 	return rep, nil
 }
 
-func (r *Report) find(variant string) *Result {
-	for i := range r.Results {
-		if r.Results[i].Variant == variant {
+func (r *Report) find(label string) *Result {
+	for i := range r.Experiment.Variants {
+		if r.Experiment.Variants[i].Label() == label {
 			return &r.Results[i]
 		}
 	}

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+
+	"softnet.dev/buffer"
+	"softnet.dev/program"
+)
+
+// Defaults used where a Config field is zero.
+const (
+	DefaultBatch     = 64 // the NAPI budget
+	DefaultIdlePolls = 8  // empty rounds before a worker sleeps
+	maxBatch         = 4096
+)
+
+// Consumer receives packets delivered locally (program.Deliver). Deliver
+// takes ownership of every buffer; it runs on the worker's goroutine and
+// must not block.
+type Consumer interface {
+	Deliver(c *buffer.Cache, bufs []*buffer.Buf)
+}
+
+// Config sets up an engine.
+type Config struct {
+	Pool      *buffer.Pool // where every worker's cache comes from
+	Workers   int          // default 1
+	Batch     int          // packets per queue per round, default DefaultBatch
+	Programs  []program.Program
+	Consumers []Consumer // indexed by program.DeliverVerdict's argument
+	// IdlePolls is the number of rounds without work after which a
+	// worker sleeps; -1 never sleeps (busy polling).
+	IdlePolls int
+	// LockOSThread pins each worker goroutine to an OS thread, and CPUs,
+	// if set, sets worker i's thread affinity to CPUs[i%len(CPUs)].
+	LockOSThread bool
+	CPUs         []int
+	Log          *slog.Logger // default: discard
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Pool == nil {
+		return cfg, fmt.Errorf("engine: no buffer pool")
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.IdlePolls == 0 {
+		cfg.IdlePolls = DefaultIdlePolls
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case cfg.Workers < 1 || cfg.Workers > 4*runtime.NumCPU()+64:
+		return cfg, fmt.Errorf("engine: %d workers", cfg.Workers)
+	case cfg.Batch < 1 || cfg.Batch > maxBatch:
+		return cfg, fmt.Errorf("engine: batch %d outside [1, %d]", cfg.Batch, maxBatch)
+	case cfg.IdlePolls < -1:
+		return cfg, fmt.Errorf("engine: idle polls %d", cfg.IdlePolls)
+	}
+	for _, cpu := range cfg.CPUs {
+		if cpu < 0 || cpu >= 1024 {
+			return cfg, fmt.Errorf("engine: cpu %d", cpu)
+		}
+	}
+	if len(cfg.CPUs) > 0 && !cfg.LockOSThread {
+		return cfg, fmt.Errorf("engine: CPU affinity needs LockOSThread")
+	}
+	return cfg, nil
+}

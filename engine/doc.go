@@ -1,0 +1,18 @@
+// Package engine is softnet's datapath: NAPI-style workers that poll the
+// queues of every port, run a chain of batch programs over each burst and
+// submit egress once per batch per port.
+//
+// Each worker owns a buffer.Cache, one RX queue of every port it serves
+// and one TX queue of every port, so the hot path takes no lock. A round
+// drains the worker's deferred-free list, then polls each RX queue for up
+// to Config.Batch packets (the budget), runs the programs, and hands the
+// packets to their egress queues and local consumers. A worker that finds
+// no work for a few rounds arms its queues and sleeps in epoll_wait until
+// a queue has packets, another worker's remote frees kick it, or the
+// engine stops it.
+//
+// A program that panics loses its batch: every packet of it is dropped
+// with drop.Prog and the worker keeps running. A port whose queue returns
+// an error is marked down and no longer polled or sent to; the rest of the
+// engine keeps forwarding.
+package engine

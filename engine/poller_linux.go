@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// poller is a worker's sleep: an epoll set of its RX queues' descriptors
+// plus an eventfd that kicks and Stop write to.
+type poller struct {
+	epfd, efd int
+	events    [16]unix.EpollEvent
+}
+
+func newPoller(fds []int) (*poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	p := &poller{epfd: epfd, efd: efd}
+	for _, fd := range append([]int{efd}, fds...) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			p.close()
+			return nil, fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
+		}
+	}
+	return p, nil
+}
+
+// wait blocks until a descriptor is readable or the eventfd is written.
+func (p *poller) wait() error {
+	for {
+		_, err := unix.EpollWait(p.epfd, p.events[:], -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("epoll_wait: %w", err)
+		}
+		var buf [8]byte
+		_, _ = unix.Read(p.efd, buf[:]) // reset; EAGAIN if the wakeup was a queue
+		return nil
+	}
+}
+
+// wake makes wait return; safe from any goroutine.
+func (p *poller) wake() {
+	one := [8]byte{1}
+	_, _ = unix.Write(p.efd, one[:])
+}
+
+func (p *poller) remove(fd int) {
+	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+}
+
+func (p *poller) close() {
+	if p.epfd < 0 {
+		return
+	}
+	unix.Close(p.efd)
+	unix.Close(p.epfd)
+	p.efd, p.epfd = -1, -1
+}
+
+func setAffinity(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set)
+}

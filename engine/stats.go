@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"fmt"
+	"math/bits"
+
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+)
+
+// A worker's counters are one flat array: the worker's own, then one
+// block per port.
+const (
+	wRounds        = iota // poll rounds
+	wBusyRounds           // rounds that found packets
+	wIdleRounds           // rounds that found none
+	wSleeps               // times the worker slept in epoll_wait
+	wPanics               // program panics (each cost a batch)
+	wBatchSizes           // numBatchBuckets histogram counters follow
+	workerCounters = wBatchSizes + numBatchBuckets
+)
+
+const (
+	pRxPackets = iota
+	pRxBytes
+	pTxPackets
+	pTxBytes
+	pTxDropped   // offered to the TX queue but not sent
+	pDrops       // drop.NumReasons counters follow: verdict drops by ingress port
+	portCounters = pDrops + int(drop.NumReasons)
+)
+
+func numCounters(ports int) int       { return workerCounters + ports*portCounters }
+func portCounter(port, field int) int { return workerCounters + port*portCounters + field }
+func batchBucket(n int) int           { return min(bits.Len(uint(n))-1, numBatchBuckets-1) }
+func bucketRange(i int) (lo, hi int)  { return 1 << i, 1<<(i+1) - 1 }
+
+const numBatchBuckets = 9 // 1, 2-3, 4-7, …, 128-255, 256+
+
+// WorkerStats are one worker's counters.
+type WorkerStats struct {
+	Rounds     uint64            `json:"rounds"`
+	BusyRounds uint64            `json:"busy_rounds"`
+	IdleRounds uint64            `json:"idle_rounds"`
+	Sleeps     uint64            `json:"sleeps"`
+	Panics     uint64            `json:"program_panics"`
+	BatchSizes map[string]uint64 `json:"batch_sizes"` // "lo-hi" -> bursts
+}
+
+// PortStats are one port's counters, summed over workers.
+type PortStats struct {
+	Name      string      `json:"name"`
+	Down      bool        `json:"down"`
+	Err       string      `json:"error,omitempty"`
+	RxPackets uint64      `json:"rx_packets"`
+	RxBytes   uint64      `json:"rx_bytes"`
+	TxPackets uint64      `json:"tx_packets"`
+	TxBytes   uint64      `json:"tx_bytes"`
+	TxDropped uint64      `json:"tx_dropped"`
+	Drops     drop.Counts `json:"drops"` // packets received here and dropped by verdict
+}
+
+// Stats is a snapshot of an engine, as of each worker's last publish
+// (every few dozen rounds, and before it sleeps or stops).
+type Stats struct {
+	Workers []WorkerStats `json:"workers"`
+	Ports   []PortStats   `json:"ports"`
+	Buffers buffer.Stats  `json:"buffers"`
+}
+
+// Stats returns the current counters. Safe to call at any time.
+func (e *Engine) Stats() Stats {
+	s := Stats{Buffers: e.cfg.Pool.Stats()}
+	total := make([]uint64, numCounters(len(e.ports)))
+	for _, w := range e.workers {
+		vals := make([]uint64, len(total))
+		w.pub.AddTo(vals)
+		ws := WorkerStats{
+			Rounds: vals[wRounds], BusyRounds: vals[wBusyRounds], IdleRounds: vals[wIdleRounds],
+			Sleeps: vals[wSleeps], Panics: vals[wPanics], BatchSizes: map[string]uint64{},
+		}
+		for i := range numBatchBuckets {
+			if n := vals[wBatchSizes+i]; n > 0 {
+				lo, hi := bucketRange(i)
+				key := fmt.Sprintf("%d-%d", lo, hi)
+				if i == numBatchBuckets-1 {
+					key = fmt.Sprintf("%d+", lo)
+				}
+				ws.BatchSizes[key] = n
+			}
+		}
+		s.Workers = append(s.Workers, ws)
+		for i, v := range vals {
+			total[i] += v
+		}
+	}
+	for _, p := range e.ports {
+		ps := PortStats{
+			Name: p.info.Name, Down: p.down.Load(),
+			RxPackets: total[portCounter(p.index, pRxPackets)],
+			RxBytes:   total[portCounter(p.index, pRxBytes)],
+			TxPackets: total[portCounter(p.index, pTxPackets)],
+			TxBytes:   total[portCounter(p.index, pTxBytes)],
+			TxDropped: total[portCounter(p.index, pTxDropped)],
+		}
+		copy(ps.Drops[:], total[portCounter(p.index, pDrops):portCounter(p.index, pDrops)+int(drop.NumReasons)])
+		if err := e.Err(p.index); err != nil {
+			ps.Err = err.Error()
+		}
+		s.Ports = append(s.Ports, ps)
+	}
+	return s
+}

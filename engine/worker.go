@@ -1,0 +1,346 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+	"softnet.dev/internal/cacheline"
+	"softnet.dev/internal/counter"
+	"softnet.dev/port"
+	"softnet.dev/program"
+)
+
+// publishEvery is how many rounds a busy worker runs between publishing
+// its counters (and reading the clock for program.Batch.Now): often
+// enough for live stats, rare enough to cost nothing per packet even at
+// batch 1.
+const publishEvery = 64
+
+type rxQueue struct {
+	port       *portState
+	q          port.RxQueue
+	fd         int
+	registered bool // fd is in the worker's epoll set
+}
+
+type worker struct {
+	e      *Engine
+	index  int
+	cache  *buffer.Cache
+	batch  *program.Batch
+	rxBufs []*buffer.Buf // the batch's backing array, full length, for Receive
+	rxqs   []rxQueue
+	txqs   []port.TxQueue  // by port index; nil if the port does not transmit
+	egress [][]*buffer.Buf // by port index: this round's packets for it
+	local  [][]*buffer.Buf // by consumer index
+	poll   *poller
+	epoch  time.Time
+	now    int64
+
+	stop     atomic.Bool
+	sleeping atomic.Bool
+
+	ctr      []uint64 // see stats.go for the layout
+	pub      counter.Published
+	panicked map[string]bool // programs already logged as panicking
+}
+
+func newWorker(e *Engine, index int) (*worker, error) {
+	cfg := e.cfg
+	w := &worker{
+		e:        e,
+		index:    index,
+		batch:    program.NewBatch(cfg.Batch),
+		txqs:     make([]port.TxQueue, len(e.ports)),
+		egress:   cacheline.Make[[]*buffer.Buf](len(e.ports), len(e.ports)),
+		local:    cacheline.Make[[]*buffer.Buf](len(cfg.Consumers), len(cfg.Consumers)),
+		epoch:    time.Now(),
+		ctr:      cacheline.Make[uint64](numCounters(len(e.ports)), numCounters(len(e.ports))),
+		pub:      counter.NewPublished(numCounters(len(e.ports))),
+		panicked: map[string]bool{},
+	}
+	w.rxBufs = w.batch.Bufs[:cfg.Batch]
+	var fds []int
+	for _, p := range e.ports {
+		if p.port.TxQueue(0) != nil {
+			w.txqs[p.index] = p.port.TxQueue(index)
+			w.egress[p.index] = cacheline.Make[*buffer.Buf](0, cfg.Batch)
+		}
+		for q := index; q < p.info.Queues; q += cfg.Workers {
+			rq := p.port.RxQueue(q)
+			if rq == nil {
+				break
+			}
+			fd := rq.FD()
+			w.rxqs = append(w.rxqs, rxQueue{port: p, q: rq, fd: fd, registered: fd >= 0})
+			if fd >= 0 {
+				fds = append(fds, fd)
+			}
+		}
+	}
+	for i := range w.local {
+		w.local[i] = cacheline.Make[*buffer.Buf](0, cfg.Batch)
+	}
+	var err error
+	if w.poll, err = newPoller(fds); err != nil {
+		return nil, fmt.Errorf("engine: worker %d: %w", index, err)
+	}
+	if w.cache, err = cfg.Pool.NewCache(w.kick); err != nil {
+		w.poll.close()
+		return nil, fmt.Errorf("engine: worker %d: %w", index, err)
+	}
+	return w, nil
+}
+
+// kick is the cache's hook: another worker's remote frees reached half of
+// the inbound list's bound. Only a sleeping worker needs the syscall.
+func (w *worker) kick() {
+	if w.sleeping.Load() {
+		w.poll.wake()
+	}
+}
+
+// wake interrupts the worker's sleep unconditionally (Stop).
+func (w *worker) wake() { w.poll.wake() }
+
+func (w *worker) close() {
+	if w.cache != nil {
+		w.cache.Close()
+	}
+	w.poll.close()
+}
+
+func (w *worker) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	cfg := &w.e.cfg
+	if cfg.LockOSThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if len(cfg.CPUs) > 0 {
+			cpu := cfg.CPUs[w.index%len(cfg.CPUs)]
+			if err := setAffinity(cpu); err != nil {
+				cfg.Log.Warn("cpu affinity", "worker", w.index, "cpu", cpu, "err", err)
+			}
+		}
+	}
+	w.now = int64(time.Since(w.epoch))
+	idle, rounds := 0, 0
+	for !w.stop.Load() {
+		w.cache.Drain()
+		work := w.round()
+		w.ctr[wRounds]++
+		if work > 0 {
+			w.ctr[wBusyRounds]++
+			idle = 0
+		} else {
+			w.ctr[wIdleRounds]++
+			idle++
+		}
+		if rounds++; rounds%publishEvery == 0 {
+			w.publish()
+		}
+		if work == 0 && cfg.IdlePolls >= 0 && idle >= cfg.IdlePolls {
+			w.sleep()
+			idle = 0
+		}
+	}
+	w.publish()
+}
+
+func (w *worker) publish() {
+	w.now = int64(time.Since(w.epoch))
+	w.pub.Publish(w.ctr)
+	w.cache.Publish()
+}
+
+// round polls every RX queue once and returns the number of packets.
+func (w *worker) round() int {
+	work := 0
+	for i := range w.rxqs {
+		rq := &w.rxqs[i]
+		if rq.port.down.Load() {
+			continue
+		}
+		n, err := rq.q.Receive(w.cache, w.rxBufs)
+		if err != nil {
+			w.e.fail(rq.port, fmt.Errorf("rx queue: %w", err))
+		}
+		if n > 0 {
+			w.process(rq.port, n)
+			work += n
+		}
+	}
+	return work
+}
+
+// process runs the programs over one burst and dispatches the verdicts.
+func (w *worker) process(in *portState, n int) {
+	b := w.batch
+	b.Reset(n)
+	b.Worker, b.Ingress, b.Layer, b.Now = w.index, in.index, in.info.Layer, w.now
+	bytes := 0
+	for _, buf := range b.Bufs {
+		bytes += buf.Len()
+	}
+	w.ctr[portCounter(in.index, pRxPackets)] += uint64(n)
+	w.ctr[portCounter(in.index, pRxBytes)] += uint64(bytes)
+	w.ctr[wBatchSizes+batchBucket(n)]++
+	for _, p := range w.e.cfg.Programs {
+		if !w.runProgram(p, b) {
+			break
+		}
+	}
+	w.dispatch(in)
+}
+
+// runProgram runs one program and turns a panic into the loss of the
+// batch.
+func (w *worker) runProgram(p program.Program, b *program.Batch) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false
+			w.ctr[wPanics]++
+			for i := range b.Bufs {
+				b.Verdicts[i] = program.DropVerdict(drop.Prog)
+			}
+			if name := p.Name(); !w.panicked[name] {
+				w.panicked[name] = true
+				w.e.cfg.Log.Error("program panicked; its batches are dropped", "program", name, "worker", w.index, "panic", fmt.Sprint(r))
+			}
+		}
+	}()
+	p.Run(b)
+	return true
+}
+
+func (w *worker) dispatch(in *portState) {
+	b := w.batch
+	for i, buf := range b.Bufs {
+		switch v := b.Verdicts[i]; v.Action() {
+		case program.Redirect:
+			w.toPort(v.Port(), buf, in.index)
+		case program.Tx:
+			w.toPort(in.index, buf, in.index)
+		case program.Flood:
+			w.flood(buf, in.index)
+		case program.Deliver:
+			if c := v.Consumer(); c < len(w.local) {
+				w.local[c] = append(w.local[c], buf)
+			} else {
+				w.drop(buf, in.index, drop.NoRoute)
+			}
+		case program.Drop:
+			w.drop(buf, in.index, v.Reason())
+		default: // no program decided
+			w.drop(buf, in.index, drop.NotSpecified)
+		}
+	}
+	for p, list := range w.egress {
+		if len(list) > 0 {
+			w.transmit(w.e.ports[p], list)
+			w.egress[p] = list[:0]
+		}
+	}
+	for c, list := range w.local {
+		if len(list) > 0 {
+			w.e.cfg.Consumers[c].Deliver(w.cache, list)
+			w.local[c] = list[:0]
+		}
+	}
+}
+
+func (w *worker) drop(buf *buffer.Buf, ingress int, r drop.Reason) {
+	w.ctr[portCounter(ingress, pDrops+int(min(r, drop.NumReasons-1)))]++
+	w.cache.Drop(buf, r)
+}
+
+func (w *worker) toPort(dst int, buf *buffer.Buf, ingress int) {
+	switch {
+	case dst >= len(w.txqs) || w.txqs[dst] == nil:
+		w.drop(buf, ingress, drop.NoRoute)
+	case w.e.ports[dst].down.Load():
+		w.drop(buf, ingress, drop.DevReady)
+	default:
+		w.egress[dst] = append(w.egress[dst], buf)
+	}
+}
+
+// flood sends buf out of every transmitting port that is up, except its
+// ingress, sharing the one buffer between them.
+func (w *worker) flood(buf *buffer.Buf, ingress int) {
+	first := true
+	for p, txq := range w.txqs {
+		if txq == nil || p == ingress || w.e.ports[p].down.Load() {
+			continue
+		}
+		if !first {
+			buf.Ref()
+		}
+		first = false
+		w.egress[p] = append(w.egress[p], buf)
+	}
+	if first {
+		w.drop(buf, ingress, drop.NoRoute)
+	}
+}
+
+func (w *worker) transmit(p *portState, list []*buffer.Buf) {
+	sizes := 0
+	for _, buf := range list {
+		sizes += buf.Len()
+	}
+	// Transmit owns the buffers from here: read nothing of them after.
+	sent, err := w.txqs[p.index].Transmit(w.cache, list)
+	if err != nil {
+		w.e.fail(p, fmt.Errorf("tx queue: %w", err))
+	}
+	sent = max(0, min(sent, len(list)))
+	w.ctr[portCounter(p.index, pTxPackets)] += uint64(sent)
+	if sent == len(list) {
+		w.ctr[portCounter(p.index, pTxBytes)] += uint64(sizes)
+	} else {
+		w.ctr[portCounter(p.index, pTxBytes)] += uint64(sizes / len(list) * sent)
+	}
+	w.ctr[portCounter(p.index, pTxDropped)] += uint64(len(list) - sent)
+}
+
+// sleep arms every queue and, if none has packets pending, waits for one
+// to have some, for a kick, or for Stop.
+func (w *worker) sleep() {
+	pending := false
+	for i := range w.rxqs {
+		rq := &w.rxqs[i]
+		if rq.port.down.Load() {
+			if rq.registered {
+				// A dead device's fd would stay readable (HUP) and wake us
+				// for nothing, forever.
+				w.poll.remove(rq.fd)
+				rq.registered = false
+			}
+			continue
+		}
+		if rq.q.Arm() {
+			pending = true
+		}
+	}
+	if !pending {
+		w.ctr[wSleeps]++
+		w.publish()
+		w.sleeping.Store(true)
+		if !w.stop.Load() {
+			if err := w.poll.wait(); err != nil {
+				w.e.cfg.Log.Error("worker wait", "worker", w.index, "err", err)
+			}
+		}
+		w.sleeping.Store(false)
+		w.now = int64(time.Since(w.epoch))
+	}
+	for i := range w.rxqs {
+		w.rxqs[i].q.Disarm()
+	}
+}

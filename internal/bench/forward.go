@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"softnet.dev/buffer"
+	"softnet.dev/engine"
+	"softnet.dev/memport"
+	"softnet.dev/packet"
+	"softnet.dev/program"
+)
+
+// forwardSetup is one configuration of the in-memory datapath: a
+// generator port (the device RX: allocate and write each packet), the
+// engine with a redirect program (seed 003's xdp_redirect_map), and a sink
+// port (the device TX: validate sequence and length, free).
+type forwardSetup struct {
+	size, workers, batch int
+	uncached             bool // every buffer from the shared depot, one lock each
+	bulk                 bool // the generator allocates each burst with one GetBulk
+	deferred             bool // TX completion frees on another goroutine (remote frees)
+}
+
+func (s forwardSetup) variant(name string) Variant {
+	return Variant{
+		Name:    name,
+		Extra:   map[string]any{"size": s.size, "workers": s.workers},
+		Prepare: func() (func(context.Context, int) int, func() error, error) { return prepareForward(s) },
+	}
+}
+
+func label(name string, size, workers int) string {
+	return (&Variant{Name: name, Extra: map[string]any{"size": size, "workers": workers}}).Label()
+}
+
+// seed000Ladder is seed 000's before/after: the NAPI cache, bulk
+// allocation, then deferred free of TX completions.
+func seed000Ladder(size int) *Experiment {
+	e := &Experiment{
+		Name:   "forward",
+		Desc:   fmt.Sprintf("seed 000 ladder, %d B, port -> redirect -> port, one worker", size),
+		Metric: "mpps", Unit: "Mpps", Higher: true,
+		Variants: []Variant{
+			forwardSetup{size: size, workers: 1, batch: 1, uncached: true}.variant("baseline"),
+			forwardSetup{size: size, workers: 1, batch: engine.DefaultBatch}.variant("napi-cache"),
+			forwardSetup{size: size, workers: 1, batch: engine.DefaultBatch, bulk: true}.variant("napi-cache+bulk"),
+			forwardSetup{size: size, workers: 1, batch: engine.DefaultBatch, bulk: true, deferred: true}.variant("napi-cache+bulk+defer"),
+		},
+	}
+	if size == 64 {
+		e.Goals = []Goal{{Variant: label("napi-cache+bulk", 64, 1), Bound: 30}}
+	}
+	return e
+}
+
+// seed003Ladder is seed 003's batching: the same path with bursts of 1 to
+// 128 packets.
+func seed003Ladder() *Experiment {
+	e := &Experiment{
+		Name:   "forward",
+		Desc:   "seed 003 ladder, 64 B, batch size, one worker",
+		Metric: "mpps", Unit: "Mpps", Higher: true,
+		Goals: []Goal{{Variant: label("batch-64", 64, 1), Against: label("batch-1", 64, 1), Bound: 3}},
+	}
+	for _, n := range []int{1, 8, 32, 64, 128} {
+		e.Variants = append(e.Variants, forwardSetup{size: 64, workers: 1, batch: n, bulk: true}.variant(fmt.Sprintf("batch-%d", n)))
+	}
+	return e
+}
+
+func workersLadder() *Experiment {
+	return &Experiment{
+		Name:   "forward",
+		Desc:   "scaling, 64 B, one queue per worker",
+		Metric: "mpps", Unit: "Mpps", Higher: true,
+		Variants: []Variant{
+			forwardSetup{size: 64, workers: 1, batch: engine.DefaultBatch, bulk: true}.variant("napi-cache+bulk"),
+			forwardSetup{size: 64, workers: 2, batch: engine.DefaultBatch, bulk: true}.variant("napi-cache+bulk"),
+		},
+		Goals: []Goal{{Variant: label("napi-cache+bulk", 64, 2), Against: label("napi-cache+bulk", 64, 1), Bound: 1.7}},
+	}
+}
+
+var forwardExperiments = []*Experiment{seed000Ladder(64), seed000Ladder(1500), seed003Ladder(), workersLadder()}
+
+// prepareForward builds the topology once; each run starts the engine,
+// waits until the sink has n more packets, and stops it, so that a
+// variant uses no CPU while the others are measured.
+func prepareForward(s forwardSetup) (func(context.Context, int) int, func() error, error) {
+	pool, err := buffer.NewPool(buffer.Config{
+		Classes:  []buffer.ClassConfig{{Room: frameRoom, Count: 4096 * s.workers}},
+		Uncached: s.uncached,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	gen, err := memport.NewGenerator("gen", memport.GenConfig{
+		Queues: s.workers, Flows: 4 * s.workers, Sizes: []int{s.size}, Layer: packet.L3, Bulk: s.bulk, Pool: pool,
+	})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	completion := memport.CompletionInline
+	if s.deferred {
+		completion = memport.CompletionDeferred
+	}
+	sink, err := memport.NewSink("sink", memport.SinkConfig{
+		Queues: s.workers, Validate: memport.ValidateLight, Completion: completion, Pool: pool, Layer: packet.L3,
+	})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	redirect := program.Func{ProgramName: "redirect", F: func(b *program.Batch) {
+		for i := range b.Bufs {
+			b.Verdicts[i] = program.RedirectVerdict(1)
+		}
+	}}
+	e, err := engine.New(engine.Config{Pool: pool, Workers: s.workers, Batch: s.batch, Programs: []program.Program{redirect}}, gen, sink)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	run := func(ctx context.Context, n int) int {
+		// One P more than the busy goroutines, so that this goroutine's
+		// millisecond checks run beside the workers instead of waiting for
+		// the scheduler to preempt one of them.
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() + 1))
+		start := sink.Stats().Packets
+		if err := e.Start(); err != nil {
+			return 0
+		}
+		for sink.Stats().Packets < start+uint64(n) && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		e.Stop()
+		return int(sink.Stats().Packets - start)
+	}
+	done := func() error {
+		st := sink.Stats()
+		err := e.Close()
+		// A full completion ring drops (and so skips sequence numbers) by
+		// design; any other gap, a reordering or a bad packet is a bug.
+		if st.Bad > 0 || st.Lost > st.FullRing || st.Reordered > 0 {
+			err = errors.Join(err, fmt.Errorf("sink: %d bad, %d lost (%d at a full ring), %d reordered packets", st.Bad, st.Lost, st.FullRing, st.Reordered))
+		}
+		return errors.Join(err, pool.Close())
+	}
+	return run, done, nil
+}

@@ -1,0 +1,311 @@
+package program
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"softnet.dev/drop"
+	"softnet.dev/packet"
+)
+
+func newForwarder(t testing.TB, cfg L3Config) *L3Forwarder {
+	t.Helper()
+	f, err := NewL3Forwarder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func addrs(m map[string]int) map[netip.Addr]int {
+	out := map[netip.Addr]int{}
+	for k, v := range m {
+		out[netip.MustParseAddr(k)] = v
+	}
+	return out
+}
+
+func wantLearned(t *testing.T, f *L3Forwarder, want map[string]int) {
+	t.Helper()
+	if got := f.Learned(); !maps.Equal(got, addrs(want)) {
+		t.Errorf("learned %v, want %v", got, want)
+	}
+}
+
+func TestL3ForwardsBetweenLearnedHosts(t *testing.T) {
+	for _, fam := range []struct{ a, b string }{{"10.0.0.1", "10.0.0.2"}, {"fd00::1", "fd00::2"}} {
+		t.Run(fam.a, func(t *testing.T) {
+			e := newPktEnv(t)
+			f := newForwarder(t, L3Config{})
+
+			b := e.batch(packet.L3, 1, 0, udp(fam.a, fam.b))
+			f.Run(b)
+			wantVerdicts(t, b, FloodVerdict) // b is unknown yet
+			wantLearned(t, f, map[string]int{fam.a: 1})
+
+			b = e.batch(packet.L3, 2, 0, udp(fam.b, fam.a))
+			f.Run(b)
+			wantVerdicts(t, b, RedirectVerdict(1))
+
+			b = e.batch(packet.L3, 1, 0, udp(fam.a, fam.b), udp(fam.a, fam.b))
+			f.Run(b)
+			wantVerdicts(t, b, RedirectVerdict(2), RedirectVerdict(2))
+			wantLearned(t, f, map[string]int{fam.a: 1, fam.b: 2})
+		})
+	}
+}
+
+func TestL3LongestPrefixMatch(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{Routes: []Route{
+		{netip.MustParsePrefix("0.0.0.0/0"), 5},
+		{netip.MustParsePrefix("10.1.0.0/16"), 4},
+		{netip.MustParsePrefix("10.1.2.0/24"), 3},
+		{netip.MustParsePrefix("::/0"), 8},
+		{netip.MustParsePrefix("2001:db8::/32"), 6},
+		{netip.MustParsePrefix("2001:db8:1::/48"), 7},
+	}})
+	b := e.batch(packet.L3, 1, 0,
+		udp("192.0.2.1", "10.1.2.9"),
+		udp("192.0.2.1", "10.1.9.9"),
+		udp("192.0.2.1", "8.8.8.8"),
+		udp("2001:db8:ffff::1", "2001:db8:1::1"),
+		udp("2001:db8:ffff::1", "2001:db8:2::1"),
+		udp("2001:db8:ffff::1", "2001:4860::8888"),
+	)
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(3), RedirectVerdict(4), RedirectVerdict(5),
+		RedirectVerdict(7), RedirectVerdict(6), RedirectVerdict(8))
+
+	// A learned host beats the routes, even the longest.
+	b = e.batch(packet.L3, 9, 0, udp("10.1.2.50", "192.0.2.1"))
+	f.Run(b)
+	b = e.batch(packet.L3, 1, 0, udp("192.0.2.1", "10.1.2.50"), udp("192.0.2.1", "10.1.2.51"))
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(9), RedirectVerdict(3))
+}
+
+func TestL3RouteUpdates(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{NoLearn: true, Unknown: DropUnknown})
+	if err := f.AddRoute(Route{netip.MustParsePrefix("10.1.2.3/16"), 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AddRoute(Route{netip.MustParsePrefix("10.1.2.0/24"), 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AddRoute(Route{netip.MustParsePrefix("fd00::/8"), 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AddRoute(Route{netip.MustParsePrefix("10.1.0.0/16"), 5}); err != nil { // replaces
+		t.Fatal(err)
+	}
+	want := []Route{
+		{netip.MustParsePrefix("10.1.2.0/24"), 3},
+		{netip.MustParsePrefix("10.1.0.0/16"), 5},
+		{netip.MustParsePrefix("fd00::/8"), 4},
+	}
+	if got := f.Routes(); !slices.Equal(got, want) {
+		t.Fatalf("routes %v, want %v", got, want)
+	}
+	if err := f.RemoveRoute(netip.MustParsePrefix("10.1.2.77/24")); err != nil {
+		t.Fatal(err)
+	}
+	b := e.batch(packet.L3, 1, 0, udp("192.0.2.1", "10.1.2.9"), udp("192.0.2.1", "10.2.0.1"))
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(5), DropVerdict(drop.NoRoute))
+	if len(f.Learned()) != 0 {
+		t.Error("learned with NoLearn")
+	}
+
+	for _, bad := range []struct {
+		err string
+		do  func() error
+	}{
+		{"no route", func() error { return f.RemoveRoute(netip.MustParsePrefix("10.9.0.0/16")) }},
+		{"invalid prefix", func() error { return f.RemoveRoute(netip.Prefix{}) }},
+		{"invalid prefix", func() error { return f.AddRoute(Route{Port: 1}) }},
+		{"port -1", func() error { return f.AddRoute(Route{netip.MustParsePrefix("10.0.0.0/8"), -1}) }},
+		{"port 65536", func() error { return f.AddRoute(Route{netip.MustParsePrefix("10.0.0.0/8"), 65536}) }},
+		{"duplicate route to 10.0.0.0/8", func() error {
+			_, err := NewL3Forwarder(L3Config{Routes: []Route{
+				{netip.MustParsePrefix("10.0.0.0/8"), 1}, {netip.MustParsePrefix("10.9.9.9/8"), 2}}})
+			return err
+		}},
+		{"UnknownPolicy", func() error { _, err := NewL3Forwarder(L3Config{Unknown: 7}); return err }},
+		{"MaxLearned", func() error { _, err := NewL3Forwarder(L3Config{MaxLearned: -1}); return err }},
+	} {
+		if err := bad.do(); err == nil || !strings.Contains(err.Error(), bad.err) {
+			t.Errorf("error %v, want one mentioning %q", err, bad.err)
+		}
+	}
+}
+
+func TestL3Hairpin(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{Routes: []Route{{netip.MustParsePrefix("10.0.0.0/8"), 1}}})
+	b := e.batch(packet.L3, 1, 0, udp("10.0.0.1", "10.0.0.2"), udp("192.0.2.1", "10.0.0.9"))
+	f.Run(b)
+	// Both destinations are behind port 1: by route, and by the route
+	// again (sources are learned at the end of the batch).
+	wantVerdicts(t, b, DropVerdict(drop.NoRoute), DropVerdict(drop.NoRoute))
+	b = e.batch(packet.L3, 1, 0, udp("10.0.0.9", "10.0.0.1"))
+	f.Run(b)
+	wantVerdicts(t, b, DropVerdict(drop.NoRoute))
+}
+
+func TestL3UnknownAndMulticast(t *testing.T) {
+	for _, tc := range []struct {
+		policy  UnknownPolicy
+		unknown Verdict
+	}{{FloodUnknown, FloodVerdict}, {DropUnknown, DropVerdict(drop.NoRoute)}} {
+		e := newPktEnv(t)
+		f := newForwarder(t, L3Config{Unknown: tc.policy, DecrementTTL: true})
+		b := e.batch(packet.L3, 1, 0,
+			udp("10.0.0.1", "10.0.0.2"),
+			udp("fd00::1", "fd00::2"),
+			udp("10.0.0.1", "224.0.0.251"),
+			udp("10.0.0.1", "255.255.255.255"),
+			udp("fd00::1", "ff02::1"),
+			nsPacket("fd00::1", "fd00::2"),
+		)
+		f.Run(b)
+		wantVerdicts(t, b, tc.unknown, tc.unknown, FloodVerdict, FloodVerdict, FloodVerdict, FloodVerdict)
+		// Link-local multicast keeps its TTL: NDP needs hop limit 255.
+		for i, ttl := range []uint8{64, 64, 255} {
+			if h, _ := b.Headers(i + 3); h.TTL != ttl || b.Bufs[i+3].Bytes()[ttlOffset(h)] != ttl {
+				t.Errorf("packet %d: TTL %d, want %d", i+3, h.TTL, ttl)
+			}
+		}
+	}
+}
+
+func nsPacket(src, target string) func([]byte) int {
+	return func(b []byte) int {
+		return packet.PutICMPv6NeighborSolicitation(b, netip.MustParseAddr(src), netip.MustParseAddr(target), mac(1))
+	}
+}
+
+func ttlOffset(h *packet.Headers) int {
+	if h.Proto == packet.EtherTypeIPv4 {
+		return h.L3Off + 8
+	}
+	return h.L3Off + 7
+}
+
+func TestL3DecrementTTL(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{DecrementTTL: true, Routes: []Route{
+		{netip.MustParsePrefix("10.2.0.0/16"), 2},
+		{netip.MustParsePrefix("fd02::/16"), 2},
+		{netip.MustParsePrefix("10.1.0.0/16"), 1},
+	}})
+	expiring := bytesOf(udp("10.1.0.1", "10.2.0.1"))
+	expiring[8] = 1
+	packet.SetIPv4HeaderChecksum(expiring)
+	expiring6 := bytesOf(udp("fd01::1", "fd02::1"))
+	expiring6[7] = 1
+	hairpinExpiring := bytesOf(udp("10.1.0.1", "10.1.0.2"))
+	hairpinExpiring[8] = 0
+	packet.SetIPv4HeaderChecksum(hairpinExpiring)
+
+	b := e.batch(packet.L3, 1, 0,
+		udp("10.1.0.1", "10.2.0.1"),
+		udp("fd01::1", "fd02::1"),
+		raw(expiring),
+		raw(expiring6),
+		udp("10.1.0.2", "10.1.0.1"), // back where it came from
+		raw(hairpinExpiring),
+	)
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(2), RedirectVerdict(2), DropVerdict(drop.IPTTL), DropVerdict(drop.IPTTL),
+		DropVerdict(drop.NoRoute), DropVerdict(drop.NoRoute))
+	for i, want := range []uint8{63, 63, 1, 1, 64} {
+		h, _ := b.Headers(i)
+		data := b.Bufs[i].Bytes()
+		if h.TTL != want || data[ttlOffset(h)] != want {
+			t.Errorf("packet %d: TTL %d in headers, %d in packet; want %d", i, h.TTL, data[ttlOffset(h)], want)
+		}
+		if h.Proto == packet.EtherTypeIPv4 && !packet.IPv4HeaderChecksumOK(data) {
+			t.Errorf("packet %d: bad IPv4 header checksum after TTL update", i)
+		}
+	}
+}
+
+func TestL3HostMoves(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{Routes: []Route{{netip.MustParsePrefix("10.0.0.0/8"), 7}}})
+	f.Run(e.batch(packet.L3, 1, 0, udp("10.0.0.1", "10.0.0.200")))
+	wantLearned(t, f, map[string]int{"10.0.0.1": 1})
+	f.Run(e.batch(packet.L3, 2, 0, udp("10.0.0.1", "10.0.0.200")))
+	wantLearned(t, f, map[string]int{"10.0.0.1": 2})
+	b := e.batch(packet.L3, 1, 0, udp("10.0.0.3", "10.0.0.1"))
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(2))
+	f.FlushLearned()
+	b = e.batch(packet.L3, 1, 0, udp("10.0.0.3", "10.0.0.1"))
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(7))
+}
+
+func TestL3LearningLimits(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{MaxLearned: 40})
+	// More new hosts in one batch than one commit takes, some repeated,
+	// plus sources that are not hosts.
+	var fills []func([]byte) int
+	want := map[string]int{}
+	for i := range 45 {
+		src := fmt.Sprintf("10.0.%d.%d", i/2, i%2+1)
+		fills = append(fills, udp(src, "192.0.2.1"), udp(src, "192.0.2.1"))
+		if i < 40 {
+			want[src] = 3
+		}
+	}
+	fills = append(fills, udp("0.0.0.0", "255.255.255.255"), udp("::", "ff02::1:ff00:1"))
+	b := e.batch(packet.L3, 3, 0, fills...)
+	f.Run(b)
+	wantLearned(t, f, want)
+	// Full: new hosts are not learned, known ones still move.
+	f.Run(e.batch(packet.L3, 4, 0, udp("10.0.99.1", "192.0.2.1"), udp("10.0.0.1", "192.0.2.1")))
+	want["10.0.0.1"] = 4
+	wantLearned(t, f, want)
+}
+
+func TestL3MalformedLeavesTablesAlone(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{})
+	good := bytesOf(udp("10.0.0.1", "10.0.0.2"))
+	badVersion := append([]byte(nil), good...)
+	badVersion[0] = 0x55
+	badLength := append([]byte(nil), good...)
+	badLength[3] += 100
+	b := e.batch(packet.L3, 1, 0,
+		raw(good[:10]),
+		raw(badVersion),
+		raw(badLength),
+		raw(nil),
+		raw(good),
+	)
+	b.Verdicts[4] = DropVerdict(drop.FullRing) // decided by an earlier program
+	f.Run(b)
+	wantVerdicts(t, b, DropVerdict(drop.HdrTrunc), DropVerdict(drop.InvalidProto), DropVerdict(drop.InvalidProto),
+		DropVerdict(drop.PktTooSmall), DropVerdict(drop.FullRing))
+	wantLearned(t, f, map[string]int{})
+}
+
+func TestL3OnEthernet(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{Routes: []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}}})
+	b := e.batch(packet.L2, 1, 0,
+		ether(mac(2), mac(1), packet.EtherTypeIPv4, udp("10.1.0.1", "10.2.0.1")),
+		arpFrame(packet.ARPRequest, mac(1), "10.1.0.1", [6]byte{}, "10.1.0.2"),
+	)
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(2), DropVerdict(drop.UnhandledProto))
+	wantLearned(t, f, map[string]int{"10.1.0.1": 1})
+}
