@@ -31,6 +31,7 @@ type Buf struct {
 	refs  atomic.Int32
 	owner uint16 // index of the Cache that handed it out, or free
 	class Class
+	mark  uint8 // per-packet flags of the datapath's own; 0 on Get
 }
 
 func (b *Buf) frame() []byte {
@@ -62,6 +63,14 @@ func (b *Buf) ID() uint32 { return b.id }
 
 // Class returns the buffer's size class.
 func (b *Buf) Class() Class { return b.class }
+
+// Mark returns the packet's mark: flags the datapath defines for itself
+// (such as "a virtio-net header precedes the data in the headroom"), like
+// the kernel's skb->mark. Get clears it.
+func (b *Buf) Mark() uint8 { return b.mark }
+
+// SetMark sets the packet's mark.
+func (b *Buf) SetMark(m uint8) { b.mark = m }
 
 // SetData sets the data window to frame[off:off+n]. It reports false, and
 // changes nothing, if the window does not fit the frame; callers treat a

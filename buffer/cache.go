@@ -91,7 +91,7 @@ func (c *Cache) Get(class Class) (*Buf, error) {
 		if st := &c.stacks[class]; uint(st.n-1) < uint(len(st.bufs)) && st.chain == 0 && c.debug == nil {
 			st.n--
 			b := st.bufs[st.n]
-			b.head, b.len, b.owner = c.headroom, 0, c.index
+			b.head, b.len, b.owner, b.mark = c.headroom, 0, c.index, 0
 			c.ctr.n[ctrHits]++
 			return b, nil
 		}
@@ -172,7 +172,7 @@ func (c *Cache) GetBulk(out []*Buf, class Class) error {
 	}
 	head, owner := c.headroom, c.index // hoisted: the stores through b could alias c
 	for i, b := range src[:len(out)] {
-		b.head, b.len, b.owner = head, 0, owner
+		b.head, b.len, b.owner, b.mark = head, 0, owner, 0
 		out[i] = b
 	}
 	return nil
@@ -233,7 +233,7 @@ func (c *Cache) prepare(b *Buf) {
 }
 
 func (c *Cache) ready(b *Buf) {
-	b.head, b.len, b.owner = c.headroom, 0, c.index
+	b.head, b.len, b.owner, b.mark = c.headroom, 0, c.index, 0
 }
 
 // Consume frees a buffer whose packet was delivered (napi_consume_skb).

@@ -263,10 +263,13 @@ func TestIdleWorkerSleepsAndWakes(t *testing.T) {
 	if err := r.e.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s1 := r.stats(func(s Stats) bool { return s.Workers[0].Sleeps >= 1 })
-	if s1.Workers[0].Sleeps < 1 {
+	if s := r.stats(func(s Stats) bool { return s.Workers[0].Sleeps >= 1 }); s.Workers[0].Sleeps < 1 {
 		t.Fatal("idle worker never slept")
 	}
+	// Counters are published one by one, not as a snapshot: read again
+	// once the publish that preceded the sleep is surely complete.
+	time.Sleep(20 * time.Millisecond)
+	s1 := r.e.Stats()
 	time.Sleep(100 * time.Millisecond)
 	s2 := r.e.Stats()
 	// Asleep in epoll_wait, the worker runs no rounds at all.

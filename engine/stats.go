@@ -60,8 +60,10 @@ type PortStats struct {
 	Drops     drop.Counts `json:"drops"` // packets received here and dropped by verdict
 }
 
-// Stats is a snapshot of an engine, as of each worker's last publish
-// (every few dozen rounds, and before it sleeps or stops).
+// Stats are an engine's counters as of each worker's last publish (every
+// few dozen rounds, and before it sleeps or stops). Each counter is
+// published on its own, so two counters read while a worker publishes
+// may come from consecutive rounds.
 type Stats struct {
 	Workers []WorkerStats `json:"workers"`
 	Ports   []PortStats   `json:"ports"`

@@ -1,5 +1,6 @@
-// Command softnet is softnet's one binary: the benchmarks that reproduce
-// each seed's before and after (bench), and later the switch and the lab.
+// Command softnet is softnet's one binary: the userspace virtual switch
+// (switch) and the benchmarks that reproduce each seed's before and after
+// (bench).
 package main
 
 import (
@@ -46,7 +47,7 @@ programs and a drop reason for every lost packet.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newBenchCmd())
+	root.AddCommand(newBenchCmd(), newSwitchCmd())
 	return root
 }
 

@@ -1,0 +1,58 @@
+package tun
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MarkVnet is the buffer mark (buffer.Buf.Mark) of a packet whose
+// virtio-net header is still needed: it occupies the vnet.HeaderLen bytes
+// immediately before the data, and asks for GSO or a checksum to finish.
+const MarkVnet uint8 = 1
+
+// Limits of a Config.
+const (
+	MaxNameLen = 15  // IFNAMSIZ less the terminating NUL
+	MaxQueues  = 256 // the kernel's MAX_TAP_QUEUES
+	MinMTU     = 68  // the IPv4 minimum; the kernel refuses less
+	MaxMTU     = 65535
+)
+
+// Config describes the device to open.
+type Config struct {
+	Name    string // device name, at most MaxNameLen bytes
+	TAP     bool   // L2 (Ethernet frames) instead of TUN (L3, IP packets)
+	NetNS   string // named network namespace (/run/netns/NAME); "" is the current one
+	Queues  int    // default 1; more than 1 uses IFF_MULTI_QUEUE
+	Offload bool   // IFF_VNET_HDR and TUNSETOFFLOAD; false opens the device without a vnet header
+	MTU     int    // 0 leaves the device's MTU as it is
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Queues == 0 {
+		cfg.Queues = 1
+	}
+	fail := func(format string, args ...any) (Config, error) {
+		return cfg, fmt.Errorf("tun %s: "+format, append([]any{cfg.Name}, args...)...)
+	}
+	switch {
+	case cfg.Name == "":
+		return fail("no device name")
+	case len(cfg.Name) > MaxNameLen:
+		return fail("name longer than %d bytes", MaxNameLen)
+	case cfg.Name == "." || cfg.Name == ".." || strings.ContainsAny(cfg.Name, "/: \t\n\x00"):
+		// The kernel's dev_valid_name; checked here for a clearer error.
+		return fail("invalid device name")
+	case strings.ContainsRune(cfg.Name, '%'):
+		// TUNSETIFF would expand a pattern like "tun%d" into a name we
+		// would not know to look up, check or remove.
+		return fail("name patterns (%%d) are not supported")
+	case cfg.Queues < 1 || cfg.Queues > MaxQueues:
+		return fail("%d queues, want 1 to %d", cfg.Queues, MaxQueues)
+	case cfg.MTU != 0 && (cfg.MTU < MinMTU || cfg.MTU > MaxMTU):
+		return fail("MTU %d outside [%d, %d]", cfg.MTU, MinMTU, MaxMTU)
+	case strings.ContainsAny(cfg.NetNS, "/\x00") || cfg.NetNS == "." || cfg.NetNS == "..":
+		return fail("invalid namespace name %q", cfg.NetNS)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,262 @@
+package tun
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"softnet.dev/buffer"
+	"softnet.dev/packet"
+	"softnet.dev/port"
+)
+
+// goneTimeout bounds how long Close waits for a device it created to
+// disappear.
+const goneTimeout = 2 * time.Second
+
+// errClosed is what queues of a closed device report, with port.ErrDown.
+var errClosed = errors.New("device closed")
+
+// Device is an open TUN or TAP device: a port.Port with one receive and
+// one transmit queue per file descriptor. Each queue belongs to one worker
+// at a time; Info, Created and Stats may be called from anywhere.
+type Device struct {
+	info    port.Info
+	vnet    bool // packets carry a virtio-net header
+	created bool
+	nl      *netlink.Handle // bound to the device's namespace; nil once closed
+	fds     []int
+	rx      []rxQueue
+	tx      []txQueue
+	ctrs    []*counters
+
+	// How Open found an existing device, to leave it so.
+	setUp   bool // it was down and Open set it up
+	origMTU int  // Open changed its MTU from this; 0 if not
+
+	closed  atomic.Bool
+	closeMu sync.Mutex
+}
+
+var _ port.Port = (*Device)(nil)
+
+// Open opens the device cfg describes, creating it if it does not exist,
+// and sets it up.
+func Open(cfg Config) (*Device, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{vnet: cfg.Offload}
+	if err := inNetNS(cfg.NetNS, func() error { return d.open(cfg) }); err != nil {
+		d.undo()
+		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
+	}
+	d.makeQueues()
+	return d, nil
+}
+
+// open does everything that needs the device's namespace; it runs on a
+// thread switched into it. On failure the caller undoes what was done.
+func (d *Device) open(cfg Config) error {
+	nl, err := newNetlink()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	d.nl = nl
+	before, err := lookup(nl, cfg.Name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("look up: %w", err)
+	case before.exists && before.kind != "tun":
+		return fmt.Errorf("exists and is not a TUN/TAP device (%s)", before.kind)
+	}
+	d.created = !before.exists
+
+	flags := uint16(unix.IFF_NO_PI)
+	d.info = port.Info{Name: cfg.Name, Layer: packet.L3, Queues: cfg.Queues}
+	l2 := 0
+	if cfg.TAP {
+		flags |= unix.IFF_TAP
+		d.info.Layer = packet.L2
+		l2 = packet.EthernetHeaderLen
+	} else {
+		flags |= unix.IFF_TUN
+	}
+	if cfg.Offload {
+		flags |= unix.IFF_VNET_HDR
+	}
+	if cfg.Queues > 1 {
+		flags |= unix.IFF_MULTI_QUEUE
+	}
+	for i := range cfg.Queues {
+		fd, err := openQueue(cfg.Name, flags)
+		if err != nil {
+			return fmt.Errorf("attach queue %d: %w", i, err)
+		}
+		d.fds = append(d.fds, fd)
+	}
+	// Offloads are the device's, not a queue's: one file sets them.
+	if cfg.Offload {
+		if err := setVnetHdrSize(d.fds[0]); err != nil {
+			return fmt.Errorf("set vnet header size: %w", err)
+		}
+		if d.info.Offloads, err = setOffload(d.fds[0]); err != nil {
+			return fmt.Errorf("set offload: %w", err)
+		}
+	} else if !d.created {
+		// Without a header there is no way to tell us a packet still needs
+		// segmenting: whatever an earlier user enabled must go.
+		if err := clearOffload(d.fds[0]); err != nil {
+			return fmt.Errorf("clear offload: %w", err)
+		}
+	}
+
+	link, err := nl.LinkByName(cfg.Name)
+	if err != nil {
+		return fmt.Errorf("look up after attach: %w", err)
+	}
+	mtu := link.Attrs().MTU
+	if cfg.MTU != 0 && cfg.MTU != mtu {
+		if err := nl.LinkSetMTU(link, cfg.MTU); err != nil {
+			return fmt.Errorf("set MTU %d: %w", cfg.MTU, err)
+		}
+		if !d.created {
+			d.origMTU = mtu
+		}
+		mtu = cfg.MTU
+	}
+	if !before.up {
+		if err := nl.LinkSetUp(link); err != nil {
+			return fmt.Errorf("set up: %w", err)
+		}
+		d.setUp = !d.created
+	}
+	if cfg.Offload {
+		d.info.MaxFrame = MaxMTU + l2
+	} else {
+		d.info.MaxFrame = mtu + l2
+	}
+	return nil
+}
+
+// undo reverts a failed open. The netlink handle works from any thread:
+// its socket stays in the device's namespace.
+func (d *Device) undo() {
+	for _, fd := range d.fds {
+		unix.Close(fd)
+	}
+	d.fds = nil
+	if d.nl == nil {
+		return
+	}
+	if !d.created {
+		_ = d.restore() // best effort: the open error is what matters
+	}
+	d.nl.Close()
+	d.nl = nil
+}
+
+// restore gives an existing device back its MTU and down state.
+func (d *Device) restore() error {
+	if !d.setUp && d.origMTU == 0 {
+		return nil
+	}
+	link, err := d.nl.LinkByName(d.info.Name)
+	if err != nil {
+		if isNotFound(err) {
+			return nil // deleted meanwhile: nothing to restore
+		}
+		return err
+	}
+	var errs []error
+	if d.origMTU != 0 {
+		if err := d.nl.LinkSetMTU(link, d.origMTU); err != nil {
+			errs = append(errs, fmt.Errorf("restore MTU %d: %w", d.origMTU, err))
+		}
+	}
+	if d.setUp {
+		if err := d.nl.LinkSetDown(link); err != nil {
+			errs = append(errs, fmt.Errorf("set down: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Device) makeQueues() {
+	n := len(d.fds)
+	d.rx = make([]rxQueue, n)
+	d.tx = make([]txQueue, n)
+	for i, fd := range d.fds {
+		d.rx[i].init(d, fd)
+		d.tx[i].init(d, fd)
+		d.ctrs = append(d.ctrs, &d.rx[i].ctr, &d.tx[i].ctr)
+	}
+}
+
+// Info describes the port. Offloads are those the kernel accepted.
+func (d *Device) Info() port.Info { return d.info }
+
+// Created reports whether Open created the device (and Close removes it)
+// rather than attaching to an existing one.
+func (d *Device) Created() bool { return d.created }
+
+// Stats returns the device's counters, summed over its queues.
+func (d *Device) Stats() Stats { return statsOf(d.ctrs) }
+
+// RxQueue returns receive queue i, or nil if there is no such queue.
+func (d *Device) RxQueue(i int) port.RxQueue {
+	if i < 0 || i >= len(d.rx) {
+		return nil
+	}
+	return &d.rx[i]
+}
+
+// TxQueue returns transmit queue i, or nil if there is no such queue.
+func (d *Device) TxQueue(i int) port.TxQueue {
+	if i < 0 || i >= len(d.tx) {
+		return nil
+	}
+	return &d.tx[i]
+}
+
+// Close closes every queue's file. A device Open created is removed by
+// that, which Close verifies; an existing one is left as Open found it.
+// The queues' workers must have stopped. No buffers are held between
+// calls, so c is not used (it may be nil). Close is idempotent.
+func (d *Device) Close(c *buffer.Cache) error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.nl == nil {
+		return nil
+	}
+	d.closed.Store(true)
+	var errs []error
+	for i, fd := range d.fds {
+		if err := unix.Close(fd); err != nil {
+			errs = append(errs, fmt.Errorf("close queue %d: %w", i, err))
+		}
+	}
+	d.fds = nil
+	if d.created {
+		gone, err := waitGone(d.nl, d.info.Name, goneTimeout)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("check removal: %w", err))
+		case !gone:
+			errs = append(errs, fmt.Errorf("still exists %v after its last queue closed", goneTimeout))
+		}
+	} else if err := d.restore(); err != nil {
+		errs = append(errs, err)
+	}
+	d.nl.Close()
+	d.nl = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tun %s: close: %w", d.info.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package tun
+
+import (
+	"strings"
+	"testing"
+
+	"softnet.dev/internal/netnstest"
+	"softnet.dev/packet"
+	"softnet.dev/port"
+)
+
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{Name: "a-name-longer-than-15"},
+		{Name: "bad/name"},
+		{Name: "tun%d"},
+		{Name: "ok", Queues: -1},
+		{Name: "ok", Queues: MaxQueues + 1},
+		{Name: "ok", MTU: 20},
+		{Name: "ok", NetNS: "../etc"},
+	} {
+		if d, err := Open(cfg); err == nil {
+			d.Close(nil)
+			t.Errorf("Open(%+v) succeeded", cfg)
+		} else if !strings.HasPrefix(err.Error(), "tun ") {
+			t.Errorf("Open(%+v): error %q lacks context", cfg, err)
+		}
+	}
+}
+
+func TestOpenClose(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   Config
+		layer packet.Layer
+		max   int
+		show  []string // in `ip -d link show`
+	}{
+		{"tun-offload", Config{Offload: true}, packet.L3, 65535, []string{"tun type tun", "vnet_hdr on", "persist off"}},
+		{"tun-plain", Config{MTU: 1400}, packet.L3, 1400, []string{"mtu 1400", "vnet_hdr off"}},
+		{"tap-offload", Config{TAP: true, Offload: true}, packet.L2, 65535 + 14, []string{"tun type tap", "vnet_hdr on"}},
+		{"tap-plain", Config{TAP: true, MTU: 9000}, packet.L2, 9014, []string{"tun type tap", "mtu 9000"}},
+		{"multiqueue", Config{Queues: 2, Offload: true}, packet.L3, 65535, []string{"multi_queue numqueues 2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := netnstest.New(t)
+			cfg := tc.cfg
+			cfg.Name, cfg.NetNS = devName("sn"), ns.Name
+			d, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			t.Cleanup(func() {
+				if !closed {
+					d.Close(nil)
+				}
+			})
+			if !d.Created() {
+				t.Error("Created() = false for a new device")
+			}
+			info := d.Info()
+			t.Logf("%v", info)
+			queues := max(cfg.Queues, 1)
+			if info.Name != cfg.Name || info.Layer != tc.layer || info.Queues != queues || info.MaxFrame != tc.max {
+				t.Errorf("Info() = %+v, want layer %v, %d queues, max frame %d", info, tc.layer, queues, tc.max)
+			}
+			const base = port.OffloadCsum | port.OffloadTSO4 | port.OffloadTSO6 | port.OffloadTSOECN
+			if cfg.Offload && info.Offloads&base != base {
+				t.Errorf("offloads %v, want at least %v", info.Offloads, base)
+			}
+			if !cfg.Offload && info.Offloads != 0 {
+				t.Errorf("offloads %v without Offload", info.Offloads)
+			}
+			out, ok := linkShow(t, ns, cfg.Name)
+			if !ok {
+				t.Fatalf("device %s not in namespace %s", cfg.Name, ns.Name)
+			}
+			for _, s := range append(tc.show, "state UNKNOWN", ",UP") {
+				if !strings.Contains(out, s) {
+					t.Errorf("ip link lacks %q:\n%s", s, out)
+				}
+			}
+			fds := map[int]bool{}
+			for i := range queues {
+				rq, tq := d.RxQueue(i), d.TxQueue(i)
+				if rq == nil || tq == nil {
+					t.Fatalf("queue %d missing", i)
+				}
+				if rq.FD() < 0 || fds[rq.FD()] {
+					t.Errorf("queue %d: fd %d not its own", i, rq.FD())
+				}
+				fds[rq.FD()] = true
+				if rq.Arm() {
+					t.Errorf("queue %d: Arm reports pending packets", i)
+				}
+				rq.Disarm()
+			}
+			if d.RxQueue(queues) != nil || d.TxQueue(queues) != nil || d.RxQueue(-1) != nil {
+				t.Error("queue beyond Queues is not nil")
+			}
+			if d2, err := Open(cfg); queues == 1 && err == nil {
+				d2.Close(nil)
+				t.Error("a second Open of a single-queue device in use succeeded")
+			} else if queues > 1 {
+				// Multi-queue: a second Open attaches more queues to it.
+				if err != nil {
+					t.Errorf("attaching more queues: %v", err)
+				} else {
+					if d2.Created() {
+						t.Error("second Open reports it created the device")
+					}
+					if err := d2.Close(nil); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+
+			closed = true
+			if err := d.Close(nil); err != nil {
+				t.Fatal(err)
+			}
+			if out, ok := linkShow(t, ns, cfg.Name); ok {
+				t.Errorf("device still exists after Close:\n%s", out)
+			}
+			if err := d.Close(nil); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+		})
+	}
+}
+
+// A persistent device made by someone else is attached to and left as it
+// was found: still there, still down, its MTU back.
+func TestAttachExisting(t *testing.T) {
+	ns := netnstest.New(t)
+	name := devName("snp")
+	exec(t, ns, "ip", "tuntap", "add", "mode", "tun", "name", name)
+	before, _ := linkShow(t, ns, name)
+	if strings.Contains(before, ",UP") {
+		t.Fatalf("new persistent device is up:\n%s", before)
+	}
+	d, err := Open(Config{Name: name, NetNS: ns.Name, Offload: true, MTU: 1280})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Created() {
+		t.Error("Created() = true for an existing device")
+	}
+	during, _ := linkShow(t, ns, name)
+	if !strings.Contains(during, ",UP") || !strings.Contains(during, "mtu 1280") {
+		t.Errorf("device not up with MTU 1280 while open:\n%s", during)
+	}
+	if err := d.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	after, ok := linkShow(t, ns, name)
+	if !ok {
+		t.Fatal("existing device removed by Close")
+	}
+	for _, s := range []string{"persist on", "mtu 1500", "state DOWN"} {
+		if !strings.Contains(after, s) {
+			t.Errorf("after Close, ip link lacks %q:\n%s", s, after)
+		}
+	}
+
+	// A device that is not TUN/TAP is refused without being touched.
+	exec(t, ns, "ip", "link", "add", "snveth0", "type", "veth", "peer", "name", "snveth1")
+	if d, err := Open(Config{Name: "snveth0", NetNS: ns.Name}); err == nil {
+		d.Close(nil)
+		t.Error("Open attached to a veth device")
+	} else {
+		t.Logf("veth: %v", err)
+	}
+	if _, ok := linkShow(t, ns, "snveth0"); !ok {
+		t.Error("failed Open removed an existing device")
+	}
+	// The wrong mode fails, and leaves the device as it was.
+	if d, err := Open(Config{Name: name, NetNS: ns.Name, TAP: true}); err == nil {
+		d.Close(nil)
+		t.Error("Open as TAP of a TUN device succeeded")
+	} else {
+		t.Logf("TAP on a TUN device: %v", err)
+	}
+	if out, ok := linkShow(t, ns, name); !ok || !strings.Contains(out, "state DOWN") {
+		t.Errorf("failed Open changed the device:\n%s", out)
+	}
+}
+
+func TestOpenMissingNamespace(t *testing.T) {
+	netnstest.RequireRoot(t)
+	_, err := Open(Config{Name: "snx", NetNS: "softnet-no-such-ns"})
+	if err == nil || !strings.Contains(err.Error(), "softnet-no-such-ns") {
+		t.Errorf("Open in a missing namespace: %v", err)
+	}
+}

@@ -1,0 +1,52 @@
+// Package tun makes Linux TUN and TAP devices softnet ports.
+//
+// Open creates a device (or attaches to an existing persistent one),
+// optionally inside a named network namespace, with one nonblocking
+// /dev/net/tun file descriptor per queue (IFF_MULTI_QUEUE for more than
+// one). A Device is a port.Port: queue i's RxQueue reads packets from the
+// kernel into buffers of the polling worker's cache, its TxQueue writes
+// them to the kernel. A TUN device carries IP packets (packet.L3), a TAP
+// device Ethernet frames (packet.L2).
+//
+// # Offloads
+//
+// With Config.Offload the device is opened with IFF_VNET_HDR and
+// TUNSETOFFLOAD: every packet is preceded by a 10-byte virtio-net header
+// (package vnet), and the kernel hands over unsegmented GSO packets of up
+// to 64 KiB and packets whose checksum is left to finish. Receive reads
+// the header into the headroom, immediately before the data, validates
+// it, and if the packet still needs work (GSO or a partial checksum) marks
+// the buffer with MarkVnet, leaving the header where it is. A transmit
+// queue that gets a marked packet writes it with its header in one write,
+// without a copy, if its own device accepted that offload; otherwise it
+// segments it (vnet.Segment) or finishes its checksum (vnet.FinishChecksum)
+// in software. Unmarked packets go out with a zero header on a device with
+// IFF_VNET_HDR and as they are on one without.
+//
+// A device with offloads reads every packet into a buffer of the class
+// that holds a 64 KiB frame (buffer.ClassGSO in the default pool), since
+// the size of the next packet is unknown before the read: the number of
+// such buffers bounds the packets in flight from offloading devices. If no
+// class holds Info().MaxFrame (a TAP frame of 65535+14 bytes does not fit
+// the default pool's 64 KiB), the largest class is used and a longer
+// frame is dropped as drop.PktTooBig.
+//
+// # Namespaces
+//
+// Config.NetNS names a network namespace as `ip netns add` makes them.
+// Everything Open does in it runs on a locked OS thread switched into it;
+// the file descriptors and the netlink socket opened there stay bound to
+// it, and the thread is switched back (or, if that fails, destroyed).
+//
+// # Life cycle
+//
+// A device that Open created is not persistent: closing its last file
+// descriptor removes it, which Close checks. A device that existed before
+// is left as it was found, except for the device flags TUNSETIFF records
+// (IFF_VNET_HDR) and the offloads it was given: if Open set it up, Close
+// sets it down again, and an MTU that Open changed is restored. A device
+// deleted underneath a port makes Receive and Transmit return an error
+// that matches port.ErrDown.
+//
+// Receive and Transmit allocate nothing per packet.
+package tun

@@ -1,0 +1,150 @@
+//go:build linux
+
+package tun
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+	"softnet.dev/internal/cacheline"
+	"softnet.dev/packet"
+	"softnet.dev/port"
+	"softnet.dev/vnet"
+)
+
+// rxQueue reads one queue's file. Only its worker touches it.
+type rxQueue struct {
+	_     [cacheline.Size]byte
+	dev   *Device
+	fd    int
+	layer packet.Layer
+	vnet  bool
+	// The class Receive takes buffers of, for the pool it was computed
+	// for: a queue is polled through one worker's cache, whose pool does
+	// not change, but checking costs one compare.
+	pool  *buffer.Pool
+	class buffer.Class
+	ctr   counters
+	_     [cacheline.Size]byte
+}
+
+var _ port.RxQueue = (*rxQueue)(nil)
+
+func (q *rxQueue) init(d *Device, fd int) {
+	q.dev, q.fd, q.layer, q.vnet = d, fd, d.info.Layer, d.vnet
+	q.ctr = newCounters()
+}
+
+// setPool picks the smallest class that holds the largest packet the
+// device can hand over (the header goes into the headroom). If no class
+// does, the largest is used and longer packets are dropped as PktTooBig.
+func (q *rxQueue) setPool(p *buffer.Pool) {
+	q.pool = p
+	if c, ok := p.ClassFor(q.dev.info.MaxFrame); ok {
+		q.class = c
+	} else {
+		q.class = buffer.Class(p.NumClasses() - 1)
+	}
+}
+
+// Receive reads up to len(bufs) packets, without blocking.
+func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
+	if q.dev.closed.Load() {
+		return 0, q.downError(errClosed)
+	}
+	if p := c.Pool(); p != q.pool {
+		q.setPool(p)
+	}
+	n := 0
+	var err error
+	for n < len(bufs) {
+		b, gerr := c.Get(q.class)
+		if gerr != nil {
+			// The packet stays queued in the kernel, which drops for us
+			// if its queue overflows meanwhile.
+			q.ctr.rxDrop(drop.NoMem)
+			break
+		}
+		// With a vnet header, read it into the end of the headroom, so
+		// that it lands right before the data and can stay there.
+		off := b.Headroom()
+		if q.vnet {
+			off -= vnet.HeaderLen
+		}
+		dst := b.Frame()[off:]
+		m, rerr := unix.Read(q.fd, dst)
+		if rerr != nil {
+			c.Consume(b) // unused, not a lost packet
+			if rerr == unix.EINTR {
+				continue
+			}
+			if rerr != unix.EAGAIN {
+				err = q.downError(rerr)
+			}
+			break
+		}
+		if ok, reason := q.accept(b, off, m, len(dst)); !ok {
+			q.ctr.rxDrop(reason)
+			c.Drop(b, reason)
+			continue
+		}
+		bufs[n] = b
+		n++
+		q.ctr.n[cRxPackets]++
+		q.ctr.n[cRxBytes] += uint64(b.Len())
+	}
+	q.ctr.publish()
+	return n, err
+}
+
+// accept sets b's data window to the m bytes read at off, of room
+// bytes, and validates and marks a packet with a vnet header.
+func (q *rxQueue) accept(b *buffer.Buf, off, m, room int) (bool, drop.Reason) {
+	if m > room {
+		// The kernel copies what fits and reports the whole length.
+		return false, drop.PktTooBig
+	}
+	if !q.vnet {
+		if m == 0 || !b.SetData(off, m) {
+			return false, drop.PktTooSmall
+		}
+		return true, drop.NotSpecified
+	}
+	if m < vnet.HeaderLen {
+		return false, drop.DevHdr
+	}
+	h, ok := vnet.Decode(b.Frame()[off : off+vnet.HeaderLen])
+	if !ok || !b.SetData(off+vnet.HeaderLen, m-vnet.HeaderLen) {
+		return false, drop.DevHdr
+	}
+	if m == vnet.HeaderLen {
+		return false, drop.PktTooSmall
+	}
+	if ok, reason := vnet.Check(h, b.Bytes(), q.layer); !ok {
+		return false, reason
+	}
+	if h.IsGSO() || h.NeedsCsum() {
+		b.SetMark(MarkVnet)
+		if h.IsGSO() {
+			q.ctr.n[cGSOIn]++
+		}
+	}
+	return true, drop.NotSpecified
+}
+
+func (q *rxQueue) downError(err error) error {
+	return fmt.Errorf("tun %s: read: %w: %w", q.dev.info.Name, port.ErrDown, err)
+}
+
+// FD returns the queue's file: level-triggered readable while packets
+// wait.
+func (q *rxQueue) FD() int { return q.fd }
+
+// Arm reports no pending packets: epoll on the file is level-triggered,
+// so a packet that is already queued wakes the worker at once.
+func (q *rxQueue) Arm() bool { return false }
+
+// Disarm does nothing: there is nothing to arm.
+func (q *rxQueue) Disarm() {}

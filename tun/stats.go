@@ -1,0 +1,85 @@
+package tun
+
+import (
+	"softnet.dev/drop"
+	"softnet.dev/internal/cacheline"
+	"softnet.dev/internal/counter"
+)
+
+// Stats are a device's totals over its queues. Each queue counts in plain
+// integers and publishes them once per burst; Stats sums what was
+// published, so it may trail the queues by the burst in progress.
+type Stats struct {
+	RxPackets uint64 `json:"rx_packets"` // packets received and handed to the worker
+	RxBytes   uint64 `json:"rx_bytes"`   // their data, without vnet headers
+	TxPackets uint64 `json:"tx_packets"` // packets written to the device; each segment counts
+	TxBytes   uint64 `json:"tx_bytes"`   // their data, without vnet headers
+
+	// RxDrops counts packets the receive queues discarded (an invalid
+	// vnet header, a truncated read) and, as NOMEM, bursts cut short by
+	// an empty pool, whose packet stays queued in the kernel. TxDrops
+	// counts packets given to Transmit that were not sent, one per packet
+	// given (a GSO packet whose segments were not all written is one).
+	RxDrops drop.Counts `json:"rx_drops"`
+	TxDrops drop.Counts `json:"tx_drops"`
+
+	GSOIn        uint64 `json:"gso_in"`        // GSO packets received whole, marked MarkVnet
+	GSOOut       uint64 `json:"gso_out"`       // GSO packets written whole, for the kernel to segment
+	Segmented    uint64 `json:"segmented"`     // GSO packets segmented in software
+	Segments     uint64 `json:"segments"`      // segments of those written
+	CsumFinished uint64 `json:"csum_finished"` // checksums finished in software
+}
+
+// Counter indices of a queue's counters.
+const (
+	cRxPackets = iota
+	cRxBytes
+	cTxPackets
+	cTxBytes
+	cGSOIn
+	cGSOOut
+	cSegmented
+	cSegments
+	cCsumFinished
+	cRxDrops                                      // + drop.Reason
+	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
+	numCounters = cTxDrops + int(drop.NumReasons)
+)
+
+// counters are one queue's: written by its worker only, published at the
+// end of each burst.
+type counters struct {
+	n   []uint64
+	pub counter.Published
+}
+
+func newCounters() counters {
+	return counters{n: cacheline.Make[uint64](numCounters, numCounters), pub: counter.NewPublished(numCounters)}
+}
+
+func (c *counters) publish() { c.pub.Publish(c.n) }
+
+func (c *counters) rxDrop(r drop.Reason) { c.n[cRxDrops+int(min(r, drop.NumReasons-1))]++ }
+func (c *counters) txDrop(r drop.Reason) { c.n[cTxDrops+int(min(r, drop.NumReasons-1))]++ }
+
+// statsOf sums the published counters of every queue.
+func statsOf(qs []*counters) Stats {
+	sum := make([]uint64, numCounters)
+	for _, q := range qs {
+		q.pub.AddTo(sum)
+	}
+	s := Stats{
+		RxPackets:    sum[cRxPackets],
+		RxBytes:      sum[cRxBytes],
+		TxPackets:    sum[cTxPackets],
+		TxBytes:      sum[cTxBytes],
+		GSOIn:        sum[cGSOIn],
+		GSOOut:       sum[cGSOOut],
+		Segmented:    sum[cSegmented],
+		Segments:     sum[cSegments],
+		CsumFinished: sum[cCsumFinished],
+	}
+	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
+	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
+	return s
+}

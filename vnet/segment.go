@@ -1,0 +1,148 @@
+package vnet
+
+import (
+	"encoding/binary"
+
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+	"softnet.dev/packet"
+)
+
+// TCP flags that segmentation moves: FIN and PSH belong to the end of the
+// data, so only the last segment keeps them; CWR answers one ECE, so only
+// the first segment keeps it (as tcp_gso_segment does).
+const (
+	tcpFIN = 0x01
+	tcpPSH = 0x08
+	tcpCWR = 0x80
+)
+
+// SegmentCount returns the number of segments Segment would produce from
+// the GSO packet pkt, for sizing out: at least 1 for a packet Segment can
+// split, and 0 for one it would refuse (an invalid or non-GSO header, or
+// GSOUDP). It costs a Check.
+func SegmentCount(h Header, pkt []byte, layer packet.Layer) int {
+	var g gsoPacket
+	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP {
+		return 0
+	}
+	return g.segments()
+}
+
+// Segment splits the GSO packet pkt, which h describes, into packets of at
+// most h.GSOSize payload bytes each, in new buffers from c stored in
+// out[:n], and returns n. Each segment is a complete packet with finished
+// checksums (see the package documentation); pkt is not modified and
+// bytes after its IP packet (Ethernet padding) are not copied. All
+// segments are of one size class, the smallest that holds the largest of
+// them.
+//
+// The header should have passed Check; Segment checks it again rather
+// than trust that, and refuses an invalid one with drop.GsoSeg, as it
+// does GSOUDP (IP fragmentation) and an out shorter than SegmentCount.
+// If the pool cannot provide every buffer it returns drop.NoMem. On
+// failure it returns 0, owns no buffer and leaves out[:n] nil.
+//
+// Segment does not allocate.
+func Segment(c *buffer.Cache, h Header, pkt []byte, layer packet.Layer, out []*buffer.Buf) (int, drop.Reason) {
+	var g gsoPacket
+	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP {
+		return 0, drop.GsoSeg
+	}
+	n := g.segments()
+	if n > len(out) {
+		return 0, drop.GsoSeg
+	}
+	class, ok := c.Pool().ClassFor(g.hdrLen + min(g.mss, g.payloadLen()))
+	if !ok {
+		return 0, drop.GsoSeg // a segment larger than any frame
+	}
+	segs := out[:n]
+	// All or nothing, before any copying: running out part-way would
+	// waste the copies and leave buffers to give back.
+	if err := c.GetBulk(segs, class); err != nil {
+		if err == buffer.ErrExhausted {
+			return 0, drop.NoMem
+		}
+		return 0, drop.GsoSeg
+	}
+	if !g.fill(pkt, segs) {
+		c.DropBulk(segs, drop.GsoSeg)
+		clear(segs)
+		return 0, drop.GsoSeg
+	}
+	return n, drop.NotSpecified
+}
+
+// fill writes the segments of pkt into segs, fresh buffers of a class that
+// holds the largest segment. It reports false if a buffer turns out too
+// small, which the class choice rules out; the check stays so that a
+// mistake there costs a drop rather than a panic.
+func (g *gsoPacket) fill(pkt []byte, segs []*buffer.Buf) bool {
+	hdr := pkt[:g.hdrLen]
+	payload := pkt[g.hdrLen:g.end]
+	var id uint16
+	if g.v4 {
+		id = binary.BigEndian.Uint16(pkt[g.l3Off+4:])
+	}
+	var seq uint32
+	if g.tcp {
+		seq = binary.BigEndian.Uint32(pkt[g.l4Off+4:])
+	}
+	last := len(segs) - 1
+	for i, b := range segs {
+		chunk := payload[:min(g.mss, len(payload))]
+		payload = payload[len(chunk):]
+		d, ok := b.Append(len(hdr) + len(chunk))
+		if !ok {
+			return false
+		}
+		copy(d, hdr)
+		copy(d[len(hdr):], chunk)
+		g.fixup(d, id, seq, i == 0, i == last)
+		// Both wrap, as on the wire.
+		id++
+		seq += uint32(len(chunk))
+	}
+	return true
+}
+
+// fixup rewrites the headers of one segment d (a copy of the original
+// headers followed by its payload) for its length and position.
+func (g *gsoPacket) fixup(d []byte, id uint16, seq uint32, first, last bool) {
+	ip := d[g.l3Off:]
+	if g.v4 {
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+		// Every segment is a datagram of its own and needs its own ID
+		// (RFC 6864 allows a fixed one only with DF, and the kernel
+		// increments unless told otherwise, which virtio cannot say).
+		binary.BigEndian.PutUint16(ip[4:], id)
+		packet.SetIPv4HeaderChecksum(ip)
+	} else {
+		// Extension headers count as payload.
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(ip)-packet.IPv6HeaderLen))
+	}
+	l4 := d[g.l4Off:]
+	seed := g.pseudo + uint32(len(l4))
+	if g.tcp {
+		binary.BigEndian.PutUint32(l4[4:], seq)
+		flags := l4[13]
+		if !first {
+			flags &^= tcpCWR
+		}
+		if !last {
+			flags &^= tcpFIN | tcpPSH
+		}
+		l4[13] = flags
+		l4[16], l4[17] = 0, 0
+		binary.BigEndian.PutUint16(l4[16:], packet.Checksum(l4, seed))
+		return
+	}
+	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
+	l4[6], l4[7] = 0, 0
+	sum := packet.Checksum(l4, seed)
+	if sum == 0 {
+		sum = 0xffff // 0 would mean "no checksum" (RFC 768)
+	}
+	binary.BigEndian.PutUint16(l4[6:], sum)
+}

@@ -1,0 +1,93 @@
+package vswitch
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParsePort(t *testing.T) {
+	p, err := ParsePort("tun:sn0,netns=guest1,queues=2,offload=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TAP || p.Name != "sn0" || p.NetNS != "guest1" || p.Queues != 2 || p.Offload {
+		t.Fatalf("%+v", p)
+	}
+	if p.String() != "tun:sn0,netns=guest1,queues=2,offload=off" {
+		t.Fatalf("String = %s", p)
+	}
+	if p, err := ParsePort("tap:t0"); err != nil || !p.TAP || !p.Offload || p.Queues != 0 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	for _, bad := range []string{"", "sn0", "veth:x", "tun:", "tun:this-name-is-too-long", "tun:a/b",
+		"tun:x,queues=0", "tun:x,queues=many", "tun:x,offload=maybe", "tun:x,netns=", "tun:x,netns=../etc",
+		"tun:x,colour=blue", "tun:x,queues"} {
+		if _, err := ParsePort(bad); err == nil {
+			t.Errorf("ParsePort(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseRoute(t *testing.T) {
+	r, err := ParseRoute("198.18.1.7/24=sn0")
+	if err != nil || r.Prefix.String() != "198.18.1.0/24" || r.Port != "sn0" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	for _, bad := range []string{"198.18.1.0/24", "nonsense=sn0", "198.18.1.0/33=sn0", "2001:db8::/32="} {
+		if _, err := ParseRoute(bad); err == nil {
+			t.Errorf("ParseRoute(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseConfigNamesTheBadLine(t *testing.T) {
+	good := `# two guests
+port tun:sn0,netns=g1
+port tun:sn1,netns=g2   # second
+route 198.18.1.0/24=sn0
+
+workers 2
+`
+	cfg, err := ParseConfig("sw.conf", strings.NewReader(good))
+	if err != nil || len(cfg.Ports) != 2 || len(cfg.Routes) != 1 || cfg.Workers != 2 {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]string{
+		"port tun:a\nprot tun:b\n":       "sw.conf:2: unknown directive",
+		"workers zero\n":                 "sw.conf:1: workers",
+		"port tun:a\nport tun:b extra\n": "sw.conf:2: want one value",
+		"\n\nroute 198.18.0.0/15\n":      "sw.conf:3: route",
+		"port tun:a,offload=sometimes\n": "sw.conf:1: port",
+	} {
+		_, err := ParseConfig("sw.conf", strings.NewReader(text))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", text, err, want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	port := func(s string) PortSpec {
+		p, err := ParsePort(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, cfg := range map[string]Config{
+		"one port":        {Ports: []PortSpec{port("tun:a")}},
+		"mixed":           {Ports: []PortSpec{port("tun:a"), port("tap:b")}},
+		"duplicate":       {Ports: []PortSpec{port("tun:a,netns=x"), port("tun:a,netns=y")}},
+		"route to nobody": {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Routes: []RouteSpec{{Port: "c"}}},
+		"route on tap":    {Ports: []PortSpec{port("tap:a"), port("tap:b")}, Routes: []RouteSpec{{Port: "a"}}},
+		"few queues":      {Ports: []PortSpec{port("tun:a,queues=1"), port("tun:b")}, Workers: 2},
+		"workers":         {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Workers: 1000},
+	} {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

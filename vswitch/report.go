@@ -1,0 +1,67 @@
+package vswitch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+	"softnet.dev/engine"
+)
+
+// Report is what the switch prints, and writes as JSON, when it stops.
+type Report struct {
+	Ports   []engine.PortStats   `json:"ports"`
+	Workers []engine.WorkerStats `json:"workers"`
+	Drops   drop.Counts          `json:"drops"` // every drop, by reason, ports' own included
+	Buffers buffer.Stats         `json:"buffers"`
+	Leaked  int                  `json:"leaked_buffers"`
+	Leak    string               `json:"leak_check"` // "ok" or the leak check's error
+}
+
+func newReport(s engine.Stats) *Report {
+	return &Report{Ports: s.Ports, Workers: s.Workers, Drops: s.Buffers.Drops, Buffers: s.Buffers, Leak: "ok"}
+}
+
+func (r *Report) setLeak(err error) {
+	if err == nil {
+		return
+	}
+	r.Leak = err.Error()
+	var leak *buffer.LeakError
+	if errors.As(err, &leak) {
+		r.Leaked = leak.Outstanding
+	}
+}
+
+// WriteText prints the report as tables.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "port\trx packets\trx bytes\ttx packets\ttx bytes\ttx dropped\tdropped\tstate")
+	for _, p := range r.Ports {
+		state := "up"
+		if p.Down {
+			state = "down: " + p.Err
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.RxPackets, p.RxBytes, p.TxPackets, p.TxBytes, p.TxDropped, p.Drops.Total(), state)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\ndrops by reason:")
+	any := false
+	for reason, n := range r.Drops {
+		if n > 0 {
+			fmt.Fprintf(w, "  %-16s %d\n", drop.Reason(reason), n)
+			any = true
+		}
+	}
+	if !any {
+		fmt.Fprintln(w, "  none")
+	}
+	fmt.Fprintf(w, "\nbuffers: %d in pool, cache hit rate %.1f%%, %d remote frees\n", r.Buffers.Capacity, 100*r.Buffers.HitRate(), r.Buffers.RemoteFrees)
+	fmt.Fprintf(w, "leak check: %s\n", r.Leak)
+	return nil
+}

@@ -1,0 +1,150 @@
+package vswitch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"softnet.dev/buffer"
+	"softnet.dev/engine"
+	"softnet.dev/port"
+	"softnet.dev/program"
+	"softnet.dev/tun"
+)
+
+// stopTimeout bounds how long Run waits for the workers once told to stop.
+const stopTimeout = 2 * time.Second
+
+// Switch is an opened switch: its devices exist and its engine is built.
+type Switch struct {
+	cfg     Config
+	log     *slog.Logger
+	pool    *buffer.Pool
+	devices []*tun.Device
+	engine  *engine.Engine
+}
+
+// Open creates or attaches every device, sizes the buffer pool and builds
+// the engine. On error everything opened so far is closed again.
+func Open(cfg Config, log *slog.Logger) (sw *Switch, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sw = &Switch{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			sw.closeDevices()
+		}
+	}()
+	queues := 0
+	for _, spec := range cfg.Ports {
+		q := spec.Queues
+		if q == 0 {
+			q = cfg.Workers
+		}
+		d, err := tun.Open(tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload})
+		if err != nil {
+			return nil, err
+		}
+		sw.devices = append(sw.devices, d)
+		queues += q
+		how := "attached to existing"
+		if d.Created() {
+			how = "created"
+		}
+		log.Info("port", "spec", spec.String(), "device", how, "info", d.Info().String())
+	}
+	// Every RX queue may hold a burst of 64 KiB frames in flight; the MTU
+	// class feeds software segmentation and copies.
+	sw.pool, err = buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{
+		{Room: 2048, Count: 8192 + 256*queues},
+		{Room: 65536 + 64, Count: 128 + 2*engine.DefaultBatch*queues},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	prog, err := sw.program()
+	if err != nil {
+		sw.pool.Close()
+		return nil, err
+	}
+	ports := make([]port.Port, len(sw.devices))
+	for i, d := range sw.devices {
+		ports[i] = d
+	}
+	sw.engine, err = engine.New(engine.Config{Pool: sw.pool, Workers: cfg.Workers, Programs: []program.Program{prog}, Log: log}, ports...)
+	if err != nil {
+		sw.pool.Close()
+		return nil, err
+	}
+	log.Info("switch ready", "workers", cfg.Workers, "program", prog.Name(), "pool", fmt.Sprintf("%d buffers", sw.pool.Stats().Capacity))
+	return sw, nil
+}
+
+// program picks the bridge for TAP ports and the L3 forwarder, with the
+// configured routes, for TUN ports.
+func (sw *Switch) program() (program.Program, error) {
+	if sw.cfg.Ports[0].TAP {
+		return program.NewBridge(program.BridgeConfig{}), nil
+	}
+	var routes []program.Route
+	for _, rt := range sw.cfg.Routes {
+		for i, p := range sw.cfg.Ports {
+			if p.Name == rt.Port {
+				routes = append(routes, program.Route{Prefix: rt.Prefix, Port: i})
+			}
+		}
+	}
+	return program.NewL3Forwarder(program.L3Config{Routes: routes, Unknown: program.DropUnknown, DecrementTTL: true})
+}
+
+// Engine returns the switch's engine, for live statistics.
+func (sw *Switch) Engine() *engine.Engine { return sw.engine }
+
+// Run forwards until ctx is done, then stops the workers (within
+// stopTimeout), closes every port — which removes the devices Open
+// created — and returns the final report. The report's Leaked is non-zero
+// if buffers did not come home.
+func (sw *Switch) Run(ctx context.Context) (*Report, error) {
+	if err := sw.engine.Start(); err != nil {
+		return nil, err
+	}
+	<-ctx.Done()
+	stopped := make(chan struct{})
+	go func() { sw.engine.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(stopTimeout):
+		return nil, fmt.Errorf("workers did not stop within %v", stopTimeout)
+	}
+	rep := newReport(sw.engine.Stats())
+	var errs []error
+	if err := sw.engine.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	sw.devices = nil // closed by the engine
+	rep.setLeak(sw.pool.Close())
+	return rep, errors.Join(errs...)
+}
+
+func (sw *Switch) closeDevices() {
+	if len(sw.devices) == 0 {
+		return
+	}
+	// No engine or its workers: a throwaway cache takes what the devices
+	// still hold.
+	pool, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 16}}})
+	if err != nil {
+		return
+	}
+	c, _ := pool.NewCache(nil)
+	for _, d := range sw.devices {
+		if err := d.Close(c); err != nil {
+			sw.log.Error("close port", "port", d.Info().Name, "err", err)
+		}
+	}
+	pool.Close()
+	sw.devices = nil
+}
