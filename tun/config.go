@@ -26,6 +26,10 @@ type Config struct {
 	Queues  int    // default 1; more than 1 uses IFF_MULTI_QUEUE
 	Offload bool   // IFF_VNET_HDR and TUNSETOFFLOAD; false opens the device without a vnet header
 	MTU     int    // 0 leaves the device's MTU as it is
+	// BulkAlloc takes the buffers for a burst with one buffer.Cache.GetBulk
+	// once the first packet of the burst has been read (TUN cannot say how
+	// many wait), and returns the unused ones at the end of the burst.
+	BulkAlloc bool
 }
 
 func (cfg Config) withDefaults() (Config, error) {

@@ -27,6 +27,7 @@ var errClosed = errors.New("device closed")
 type Device struct {
 	info    port.Info
 	vnet    bool // packets carry a virtio-net header
+	bulk    bool // Config.BulkAlloc
 	created bool
 	nl      *netlink.Handle // bound to the device's namespace; nil once closed
 	fds     []int
@@ -51,7 +52,7 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{vnet: cfg.Offload}
+	d := &Device{vnet: cfg.Offload, bulk: cfg.BulkAlloc}
 	if err := inNetNS(cfg.NetNS, func() error { return d.open(cfg) }); err != nil {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)

@@ -14,6 +14,9 @@ import (
 	"softnet.dev/vnet"
 )
 
+// maxBurst bounds the buffers a BulkAlloc queue takes ahead of reading.
+const maxBurst = 256
+
 // rxQueue reads one queue's file. Only its worker touches it.
 type rxQueue struct {
 	_     [cacheline.Size]byte
@@ -26,6 +29,8 @@ type rxQueue struct {
 	// not change, but checking costs one compare.
 	pool  *buffer.Pool
 	class buffer.Class
+	bulk  bool
+	spare []*buffer.Buf // Config.BulkAlloc: the burst's buffers
 	ctr   counters
 	_     [cacheline.Size]byte
 }
@@ -34,6 +39,10 @@ var _ port.RxQueue = (*rxQueue)(nil)
 
 func (q *rxQueue) init(d *Device, fd int) {
 	q.dev, q.fd, q.layer, q.vnet = d, fd, d.info.Layer, d.vnet
+	q.bulk = d.bulk
+	if q.bulk {
+		q.spare = cacheline.Make[*buffer.Buf](0, maxBurst)
+	}
 	q.ctr = newCounters()
 }
 
@@ -59,13 +68,19 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	}
 	n := 0
 	var err error
+	spare := q.spare[:0] // taken in bulk, not used yet
 	for n < len(bufs) {
-		b, gerr := c.Get(q.class)
-		if gerr != nil {
-			// The packet stays queued in the kernel, which drops for us
-			// if its queue overflows meanwhile.
-			q.ctr.rxDrop(drop.NoMem)
-			break
+		var b *buffer.Buf
+		if k := len(spare); k > 0 {
+			b, spare = spare[k-1], spare[:k-1]
+		} else {
+			var gerr error
+			if b, gerr = c.Get(q.class); gerr != nil {
+				// The packet stays queued in the kernel, which drops for
+				// us if its queue overflows meanwhile.
+				q.ctr.rxDrop(drop.NoMem)
+				break
+			}
 		}
 		// With a vnet header, read it into the end of the headroom, so
 		// that it lands right before the data and can stay there.
@@ -94,6 +109,14 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		n++
 		q.ctr.n[cRxPackets]++
 		q.ctr.n[cRxBytes] += uint64(b.Len())
+		// TUN cannot tell how many packets wait; once one was there,
+		// take buffers for the rest of the burst in one bulk get.
+		if k := min(len(bufs), maxBurst) - 1; q.bulk && n == 1 && k > 0 && c.GetBulk(q.spare[:k], q.class) == nil {
+			spare = q.spare[:k]
+		}
+	}
+	if len(spare) > 0 {
+		c.ConsumeBulk(spare) // unused, not lost packets
 	}
 	q.ctr.publish()
 	return n, err

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
@@ -153,4 +154,48 @@ func TestReceivePoolExhausted(t *testing.T) {
 		t.Errorf("got %q after the pool refilled, want the second datagram (%+v)", second.Bytes(), h)
 	}
 	c.Consume(second)
+}
+
+// With BulkAlloc a burst's buffers come from one bulk get; the ones a
+// burst did not use go back, so the pool's leak check still balances.
+func TestReceiveBulkAlloc(t *testing.T) {
+	p, c := newPool(t)
+	ns := netnstest.New(t)
+	name := devName("snb")
+	d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: true, BulkAlloc: true})
+	addAddrs(t, ns, name, hostV4, hostV6)
+	dst := netip.AddrPortFrom(peerV4, 4100)
+	conn := dialUDP(t, ns, dst)
+	const sent = 20
+	for i := range sent {
+		if _, err := conn.Write([]byte(fmt.Sprintf("bulk %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := d.RxQueue(0)
+	bufs := make([]*buffer.Buf, 64)
+	got := 0
+	for tries := 0; got < sent && tries < 2000; tries++ {
+		n, err := q.Receive(c, bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bufs[:n] {
+			var h packet.Headers
+			if ok, _ := packet.Parse(b.Bytes(), packet.L3, &h); ok && h.DstPort == dst.Port() {
+				got++
+			}
+		}
+		c.ConsumeBulk(bufs[:n])
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if got != sent {
+		t.Fatalf("received %d of %d datagrams", got, sent)
+	}
+	c.Publish()
+	if s := p.Stats(); s.InUse != 0 || s.Allocs <= uint64(sent) {
+		t.Fatalf("pool after bulk receive: in use %d, allocs %d", s.InUse, s.Allocs)
+	}
 }
