@@ -126,6 +126,17 @@ func (b *Batch) Headers(i int) (*packet.Headers, bool) {
 	return h, h.L3Off >= 0
 }
 
+// Undecided returns packet i's headers if its verdict is still Pass and it
+// parses; a program skips every packet for which it returns false (one a
+// program before it decided, or a malformed one, now dropped with the
+// parser's reason).
+func (b *Batch) Undecided(i int) (*packet.Headers, bool) {
+	if b.Verdicts[i] != PassVerdict {
+		return nil, false
+	}
+	return b.Headers(i)
+}
+
 // Program decides verdicts for a batch. Run only changes the verdicts of
 // packets whose verdict is still Pass, may change those packets' data (to
 // rewrite headers), and is called concurrently by every worker.

@@ -112,10 +112,7 @@ func (br *Bridge) Run(b *Batch) {
 	t := br.fdb.Load()
 	var learned pending[[6]byte]
 	for i := range b.Len() {
-		if b.Verdicts[i] != PassVerdict {
-			continue
-		}
-		h, ok := b.Headers(i)
+		h, ok := b.Undecided(i)
 		if !ok {
 			continue
 		}

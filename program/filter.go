@@ -111,10 +111,7 @@ func (f *Filter) Rules() []Rule { return append([]Rule(nil), f.rules...) }
 // Run implements Program.
 func (f *Filter) Run(b *Batch) {
 	for i := range b.Len() {
-		if b.Verdicts[i] != PassVerdict {
-			continue
-		}
-		h, ok := b.Headers(i)
+		h, ok := b.Undecided(i)
 		if !ok {
 			continue
 		}

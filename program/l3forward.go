@@ -117,10 +117,7 @@ func (f *L3Forwarder) Run(b *Batch) {
 	routes := f.routes.Load()
 	var learned pending[netip.Addr]
 	for i := range b.Len() {
-		if b.Verdicts[i] != PassVerdict {
-			continue
-		}
-		h, ok := b.Headers(i)
+		h, ok := b.Undecided(i)
 		if !ok {
 			continue
 		}

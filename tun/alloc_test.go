@@ -65,7 +65,7 @@ func echoRequest(src, dst netip.Addr) []byte {
 // without a vnet header, transmit with a zero header, plain, with the
 // checksum finished here, segmented here, and whole.
 func TestSteadyStateAllocatesNothing(t *testing.T) {
-	_, c := newPool(t)
+	_, c := newPool(t, buffer.Config{})
 	ns1, ns2 := netnstest.New(t), netnstest.New(t)
 	nameA, nameB := devName("sna"), devName("snb")
 	a := openDev(t, Config{Name: nameA, NetNS: ns1.Name, Offload: true})

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
+	"softnet.dev/internal/netns"
 	"softnet.dev/packet"
 	"softnet.dev/port"
 )
@@ -53,7 +54,7 @@ func Open(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{vnet: cfg.Offload, bulk: cfg.BulkAlloc}
-	if err := inNetNS(cfg.NetNS, func() error { return d.open(cfg) }); err != nil {
+	if err := netns.Do(cfg.NetNS, func() error { return d.open(cfg) }); err != nil {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
 	}

@@ -16,7 +16,7 @@ import (
 // succeeds.
 func TestDeviceDeleted(t *testing.T) {
 	for _, offload := range []bool{false, true} {
-		_, c := newPool(t)
+		_, c := newPool(t, buffer.Config{})
 		ns := netnstest.New(t)
 		name := devName("snd")
 		d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: offload, Queues: 2})
@@ -69,7 +69,7 @@ func TestDeviceDeleted(t *testing.T) {
 // A device set down administratively: writes fail with EIO, which is
 // port.ErrDown too.
 func TestDeviceSetDown(t *testing.T) {
-	_, c := newPool(t)
+	_, c := newPool(t, buffer.Config{})
 	ns := netnstest.New(t)
 	name := devName("snw")
 	d := openDev(t, Config{Name: name, NetNS: ns.Name})

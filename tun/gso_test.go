@@ -29,7 +29,7 @@ type offloadRig struct {
 }
 
 func newOffloadRig(t *testing.T) *offloadRig {
-	_, c := newPool(t)
+	_, c := newPool(t, buffer.Config{})
 	r := &offloadRig{cache: c, sockB: map[bool]*net.UDPConn{}, sockC: map[bool]*net.UDPConn{}}
 	r.nsA = netnstest.New(t)
 	r.nsB, r.nsC = netnstest.New(t), netnstest.New(t)

@@ -34,9 +34,9 @@ const testTimeout = 3 * time.Second
 // newPool returns a pool with its leak check registered as a cleanup: it
 // runs after every device of the test is closed (cleanups run last
 // registered first).
-func newPool(t *testing.T) (*buffer.Pool, *buffer.Cache) {
+func newPool(t *testing.T, cfg buffer.Config) (*buffer.Pool, *buffer.Cache) {
 	t.Helper()
-	pool, err := buffer.NewPool(buffer.Config{})
+	pool, err := buffer.NewPool(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 func TestReceiveUDPAndPing(t *testing.T) {
 	for _, offload := range []bool{false, true} {
 		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
-			_, c := newPool(t)
+			_, c := newPool(t, buffer.Config{})
 			ns := netnstest.New(t)
 			name := devName("snr")
 			d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: offload})
@@ -90,7 +90,7 @@ func TestReceiveUDPAndPing(t *testing.T) {
 // A TAP device hands over Ethernet frames: the kernel's ARP request for
 // the softnet side.
 func TestReceiveTAP(t *testing.T) {
-	_, c := newPool(t)
+	_, c := newPool(t, buffer.Config{})
 	ns := netnstest.New(t)
 	name := devName("snt")
 	d := openDev(t, Config{Name: name, NetNS: ns.Name, TAP: true, Offload: true})
@@ -114,19 +114,7 @@ func TestReceiveTAP(t *testing.T) {
 // With the pool empty a burst stops, counted as NOMEM, and the packet
 // stays queued in the kernel until a buffer is free.
 func TestReceivePoolExhausted(t *testing.T) {
-	pool, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 64}, {Room: 65536, Count: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pool.Close(); err != nil {
-			t.Errorf("pool leak check: %v", err)
-		}
-	})
-	c, err := pool.NewCache(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := newPool(t, buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 64}, {Room: 65536, Count: 1}}})
 	ns := netnstest.New(t)
 	name := devName("sne")
 	d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: true})
@@ -159,7 +147,7 @@ func TestReceivePoolExhausted(t *testing.T) {
 // With BulkAlloc a burst's buffers come from one bulk get; the ones a
 // burst did not use go back, so the pool's leak check still balances.
 func TestReceiveBulkAlloc(t *testing.T) {
-	p, c := newPool(t)
+	p, c := newPool(t, buffer.Config{})
 	ns := netnstest.New(t)
 	name := devName("snb")
 	d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: true, BulkAlloc: true})

@@ -22,7 +22,7 @@ func TestTransmitUDP(t *testing.T) {
 	}{{false, false}, {false, true}, {true, false}, {true, true}}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("tap=%v,offload=%v", tc.tap, tc.offload), func(t *testing.T) {
-			_, c := newPool(t)
+			_, c := newPool(t, buffer.Config{})
 			ns := netnstest.New(t)
 			name := devName("snx")
 			d := openDev(t, Config{Name: name, NetNS: ns.Name, TAP: tc.tap, Offload: tc.offload})
@@ -74,7 +74,7 @@ func TestTransmitUDP(t *testing.T) {
 
 // A packet longer than the device's frame is dropped, not written.
 func TestTransmitTooBig(t *testing.T) {
-	_, c := newPool(t)
+	_, c := newPool(t, buffer.Config{})
 	ns := netnstest.New(t)
 	name := devName("snb")
 	d := openDev(t, Config{Name: name, NetNS: ns.Name, MTU: 1280})
@@ -95,7 +95,7 @@ func TestTransmitTooBig(t *testing.T) {
 // A marked packet whose header is wrong is dropped, by this package
 // when it must act on the header, by the kernel when it passes whole.
 func TestTransmitBadHeader(t *testing.T) {
-	_, c := newPool(t)
+	_, c := newPool(t, buffer.Config{})
 	ns := netnstest.New(t)
 	withCsum := openDev(t, Config{Name: devName("snh"), NetNS: ns.Name, Offload: true})
 	without := openDev(t, Config{Name: devName("snh"), NetNS: ns.Name})

@@ -81,21 +81,23 @@ func prepareSyncPool() (func(context.Context, int) int, func() error, error) {
 	}, noCleanup, nil
 }
 
-// newBenchPool returns a pool of MTU frames and its leak check.
-func newBenchPool(count int) (*buffer.Pool, func() error, error) {
-	p, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: frameRoom, Count: count}}})
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, p.Close, nil
-}
-
-func prepareCache() (func(context.Context, int) int, func() error, error) {
-	p, done, err := newBenchPool(1024)
+// newBenchCache returns a cache of a fresh pool of MTU frames and the
+// pool's leak check.
+func newBenchCache() (*buffer.Cache, func() error, error) {
+	p, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: frameRoom, Count: 1024}}})
 	if err != nil {
 		return nil, nil, err
 	}
 	c, err := p.NewCache(nil)
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	return c, p.Close, nil
+}
+
+func prepareCache() (func(context.Context, int) int, func() error, error) {
+	c, done, err := newBenchCache()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,11 +118,7 @@ func prepareCache() (func(context.Context, int) int, func() error, error) {
 }
 
 func prepareCacheBulk() (func(context.Context, int) int, func() error, error) {
-	p, done, err := newBenchPool(1024)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := p.NewCache(nil)
+	c, done, err := newBenchCache()
 	if err != nil {
 		return nil, nil, err
 	}
