@@ -17,10 +17,22 @@ const (
 )
 
 // Consumer receives packets delivered locally (program.Deliver). Deliver
-// takes ownership of every buffer; it runs on the worker's goroutine and
-// must not block.
+// takes ownership of every buffer; it runs on the worker's goroutine, with
+// the worker's index and cache (a consumer that keeps per-worker state,
+// such as package endpoint's lending tables, indexes it without a lookup),
+// and must not block.
 type Consumer interface {
-	Deliver(c *buffer.Cache, bufs []*buffer.Buf)
+	Deliver(worker int, c *buffer.Cache, bufs []*buffer.Buf)
+}
+
+// Poller is called by every worker at the top of each round, before its
+// RX queues are polled, with the worker's own cache: the place to take
+// back buffers that applications returned through a refill ring, so that
+// they are freed on the worker (NAPI) side without a lock. Poll returns
+// the amount of work it did; a worker whose pollers keep finding work does
+// not go to sleep. Poll must not block.
+type Poller interface {
+	Poll(worker int, c *buffer.Cache) int
 }
 
 // Config sets up an engine.
@@ -30,6 +42,7 @@ type Config struct {
 	Batch     int          // packets per queue per round, default DefaultBatch
 	Programs  []program.Program
 	Consumers []Consumer // indexed by program.DeliverVerdict's argument
+	Pollers   []Poller   // called at the top of every round, in order
 	// IdlePolls is the number of rounds without work after which a
 	// worker sleeps; -1 never sleeps (busy polling).
 	IdlePolls int

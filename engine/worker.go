@@ -132,7 +132,8 @@ func (w *worker) run(wg *sync.WaitGroup) {
 	idle, rounds := 0, 0
 	for !w.stop.Load() {
 		w.cache.Drain()
-		work := w.round()
+		work := w.runPollers()
+		work += w.round()
 		w.ctr[wRounds]++
 		if work > 0 {
 			w.ctr[wBusyRounds]++
@@ -156,6 +157,15 @@ func (w *worker) publish() {
 	w.now = int64(time.Since(w.epoch))
 	w.pub.Publish(w.ctr)
 	w.cache.Publish()
+}
+
+// runPollers runs the configured pollers (refill rings and the like).
+func (w *worker) runPollers() int {
+	work := 0
+	for _, p := range w.e.cfg.Pollers {
+		work += p.Poll(w.index, w.cache)
+	}
+	return work
 }
 
 // round polls every RX queue once and returns the number of packets.
@@ -248,7 +258,7 @@ func (w *worker) dispatch(in *portState) {
 	}
 	for c, list := range w.local {
 		if len(list) > 0 {
-			w.e.cfg.Consumers[c].Deliver(w.cache, list)
+			w.e.cfg.Consumers[c].Deliver(w.index, w.cache, list)
 			w.local[c] = list[:0]
 		}
 	}

@@ -20,7 +20,10 @@ import (
 )
 
 const (
-	ringSize  = 1024 // per queue, between a worker and the TX goroutine
+	// Per queue, between a worker and the TX goroutine. Small: every
+	// queued buffer is one the worker's RX cannot use, and a pool's 64 KiB
+	// class holds only a few hundred.
+	ringSize  = 256
 	burst     = 64
 	idleSpins = 64 // empty polls before the TX goroutine parks
 )
@@ -134,8 +137,9 @@ func (q *txQueue) run() {
 		q.cache.Drain()
 		if n := q.ring.DequeueBurst(out); n > 0 {
 			if _, err := q.inner.Transmit(q.cache, out[:n]); err != nil && q.err.Load() == nil {
-				err = fmt.Errorf("tx thread: %w", err)
-				q.err.Store(&err)
+				// A variable of its own, so that only this path allocates.
+				failed := fmt.Errorf("tx thread: %w", err)
+				q.err.Store(&failed)
 			}
 			idle = 0
 			continue

@@ -44,9 +44,10 @@ type RouteSpec struct {
 
 // Config is everything `softnet switch` needs.
 type Config struct {
-	Ports   []PortSpec
-	Routes  []RouteSpec
-	Workers int // default 1
+	Ports    []PortSpec
+	Routes   []RouteSpec
+	Services []ServiceSpec
+	Workers  int // default 1
 }
 
 // ParsePort parses a --port value.
@@ -151,6 +152,12 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 				return fail(err)
 			}
 			cfg.Routes = append(cfg.Routes, rt)
+		case "service":
+			sv, err := ParseService(f[1])
+			if err != nil {
+				return fail(err)
+			}
+			cfg.Services = append(cfg.Services, sv)
 		case "workers":
 			n, err := strconv.Atoi(f[1])
 			if err != nil || n < 1 {
@@ -158,7 +165,7 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 			}
 			cfg.Workers = n
 		default:
-			return fail(fmt.Errorf("unknown directive %q (port, route, workers)", f[0]))
+			return fail(fmt.Errorf("unknown directive %q (port, route, service, workers)", f[0]))
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -206,6 +213,16 @@ func (cfg *Config) Validate() error {
 		if !cfg.hasPort(rt.Port) {
 			return fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port)
 		}
+	}
+	seen := map[netip.AddrPort]bool{}
+	for _, sv := range cfg.Services {
+		if tap > 0 {
+			return fmt.Errorf("service %s: services answer on tun ports (the L3 forwarder routes to them)", sv)
+		}
+		if seen[sv.Addr] {
+			return fmt.Errorf("service %s: address given twice", sv)
+		}
+		seen[sv.Addr] = true
 	}
 	return nil
 }

@@ -91,3 +91,33 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestParseService(t *testing.T) {
+	s, err := ParseService("udp-echo:198.18.0.9:7")
+	if err != nil || s.Kind != "udp-echo" || s.String() != "udp-echo:198.18.0.9:7" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if s, err := ParseService("udp-sink:[2001:db8::9]:9"); err != nil || s.Kind != "udp-sink" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	for _, bad := range []string{"", "udp-echo", "tcp-echo:198.18.0.9:7", "udp-echo:198.18.0.9", "udp-echo:nowhere:7", "udp-sink:198.18.0.9:0"} {
+		if _, err := ParseService(bad); err == nil {
+			t.Errorf("ParseService(%q) accepted", bad)
+		}
+	}
+	cfg, err := ParseConfig("sw.conf", strings.NewReader("port tun:a\nport tun:b\nservice udp-echo:198.18.0.9:7\n"))
+	if err != nil || len(cfg.Services) != 1 {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	dup := cfg
+	dup.Services = append(dup.Services, cfg.Services[0])
+	if err := dup.Validate(); err == nil {
+		t.Error("a service address given twice was accepted")
+	}
+	if _, err := ParseConfig("sw.conf", strings.NewReader("service udp-echo:198.18.0.9\n")); err == nil || !strings.Contains(err.Error(), "sw.conf:1:") {
+		t.Errorf("bad service line: %v", err)
+	}
+}

@@ -19,6 +19,8 @@ type Report struct {
 	Buffers buffer.Stats         `json:"buffers"`
 	Leaked  int                  `json:"leaked_buffers"`
 	Leak    string               `json:"leak_check"` // "ok" or the leak check's error
+	// Services are the built-in services' counters.
+	Services []ServiceStats `json:"services,omitempty"`
 }
 
 func newReport(s engine.Stats) *Report {
@@ -60,6 +62,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if !any {
 		fmt.Fprintln(w, "  none")
+	}
+	for _, s := range r.Services {
+		e := s.Endpoint
+		fmt.Fprintf(w, "\nservice %s: %d datagrams, %d bytes, %d echoed, %d not echoed; lent %d, refilled %d, reclaimed %d, dropped %d\n",
+			s.Service, s.Packets, s.Bytes, s.Echoed, s.Dropped, e.Lent, e.Refilled, e.Reclaimed, e.Drops.Total())
 	}
 	fmt.Fprintf(w, "\nbuffers: %d in pool, cache hit rate %.1f%%, %d remote frees\n", r.Buffers.Capacity, 100*r.Buffers.HitRate(), r.Buffers.RemoteFrees)
 	fmt.Fprintf(w, "leak check: %s\n", r.Leak)

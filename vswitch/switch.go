@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"sync"
 	"time"
 
 	"softnet.dev/buffer"
+	"softnet.dev/endpoint"
 	"softnet.dev/engine"
 	"softnet.dev/port"
 	"softnet.dev/program"
@@ -24,6 +27,8 @@ type Switch struct {
 	pool    *buffer.Pool
 	devices []*tun.Device
 	engine  *engine.Engine
+	table   *endpoint.Table // the services' endpoints, nil without services
+	svcs    []*service
 }
 
 // Open creates or attaches every device, sizes the buffer pool and builds
@@ -65,22 +70,57 @@ func Open(cfg Config, log *slog.Logger) (sw *Switch, err error) {
 	if err != nil {
 		return nil, err
 	}
+	ports := make([]port.Port, len(sw.devices))
+	for i, d := range sw.devices {
+		ports[i] = d
+	}
+	ecfg := engine.Config{Pool: sw.pool, Workers: cfg.Workers, Log: log}
+	if len(cfg.Services) > 0 {
+		if err := sw.openServices(); err != nil {
+			sw.pool.Close()
+			return nil, err
+		}
+		// The table's program goes first so that datagrams for a service
+		// are delivered before the forwarder routes them.
+		ports = append(ports, sw.table)
+		ecfg.Programs = append(ecfg.Programs, sw.table)
+		ecfg.Consumers = []engine.Consumer{sw.table}
+		ecfg.Pollers = []engine.Poller{sw.table}
+	}
 	prog, err := sw.program()
 	if err != nil {
 		sw.pool.Close()
 		return nil, err
 	}
-	ports := make([]port.Port, len(sw.devices))
-	for i, d := range sw.devices {
-		ports[i] = d
-	}
-	sw.engine, err = engine.New(engine.Config{Pool: sw.pool, Workers: cfg.Workers, Programs: []program.Program{prog}, Log: log}, ports...)
+	ecfg.Programs = append(ecfg.Programs, prog)
+	sw.engine, err = engine.New(ecfg, ports...)
 	if err != nil {
 		sw.pool.Close()
 		return nil, err
 	}
 	log.Info("switch ready", "workers", cfg.Workers, "program", prog.Name(), "pool", fmt.Sprintf("%d buffers", sw.pool.Stats().Capacity))
 	return sw, nil
+}
+
+// openServices binds an endpoint for every configured service.
+func (sw *Switch) openServices() error {
+	var err error
+	sw.table, err = endpoint.NewTable(endpoint.Config{Name: "services", Pool: sw.pool, Workers: sw.cfg.Workers})
+	if err != nil {
+		return err
+	}
+	for _, spec := range sw.cfg.Services {
+		ep, err := sw.table.Bind(endpoint.UDP(spec.Addr), endpoint.Options{})
+		if err != nil {
+			return fmt.Errorf("service %s: %w", spec, err)
+		}
+		sw.svcs = append(sw.svcs, &service{
+			spec: spec, ep: ep, log: sw.log,
+			views: make([]endpoint.View, 64), msgs: make([]endpoint.Message, 64),
+		})
+		sw.log.Info("service", "spec", spec.String())
+	}
+	return nil
 }
 
 // program picks the bridge for TAP ports and the L3 forwarder, with the
@@ -97,6 +137,16 @@ func (sw *Switch) program() (program.Program, error) {
 			}
 		}
 	}
+	// Each service address is routed to the endpoint port (the last):
+	// traffic to it that no endpoint takes (another port, say) is dropped
+	// there with NO_ROUTE instead of being flooded or misrouted.
+	for _, sv := range sw.cfg.Services {
+		bits := 32
+		if sv.Addr.Addr().Is6() {
+			bits = 128
+		}
+		routes = append(routes, program.Route{Prefix: netip.PrefixFrom(sv.Addr.Addr(), bits), Port: len(sw.devices)})
+	}
 	return program.NewL3Forwarder(program.L3Config{Routes: routes, Unknown: program.DropUnknown, DecrementTTL: true})
 }
 
@@ -111,7 +161,18 @@ func (sw *Switch) Run(ctx context.Context) (*Report, error) {
 	if err := sw.engine.Start(); err != nil {
 		return nil, err
 	}
+	svcCtx, stopServices := context.WithCancel(context.Background())
+	var svcWG sync.WaitGroup
+	for _, s := range sw.svcs {
+		svcWG.Add(1)
+		go s.run(svcCtx, &svcWG)
+	}
 	<-ctx.Done()
+	stopServices()
+	svcWG.Wait()
+	for _, s := range sw.svcs {
+		s.ep.Close() // the workers take its buffers back before they stop
+	}
 	stopped := make(chan struct{})
 	go func() { sw.engine.Stop(); close(stopped) }()
 	select {
@@ -123,6 +184,9 @@ func (sw *Switch) Run(ctx context.Context) (*Report, error) {
 	var errs []error
 	if err := sw.engine.Close(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, s := range sw.svcs {
+		rep.Services = append(rep.Services, s.stats())
 	}
 	sw.devices = nil // closed by the engine
 	rep.setLeak(sw.pool.Close())

@@ -77,7 +77,13 @@ func (g *guest) configure(t *testing.T, all []*guest) {
 // each guest's subnets, and runs it until the returned stop is called.
 func startSwitch(t *testing.T, gs []*guest, workers int, opts ...string) (stop func() *Report) {
 	t.Helper()
-	cfg := Config{Workers: workers}
+	return startSwitchServices(t, gs, workers, nil, opts...)
+}
+
+// startSwitchServices is startSwitch with built-in services.
+func startSwitchServices(t *testing.T, gs []*guest, workers int, services []ServiceSpec, opts ...string) (stop func() *Report) {
+	t.Helper()
+	cfg := Config{Workers: workers, Services: services}
 	for i, g := range gs {
 		spec := "tun:" + g.dev + ",netns=" + g.ns.Name
 		if i < len(opts) && opts[i] != "" {

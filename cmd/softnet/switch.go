@@ -14,6 +14,7 @@ import (
 func newSwitchCmd() *cobra.Command {
 	var (
 		ports, routes []string
+		services      []string
 		workers       int
 		configFile    string
 		statsJSON     string
@@ -35,8 +36,14 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off]:
   queues    queues (default: one per worker)
   offload   virtio-net header with checksum and segmentation offloads (on)
 
+A service is a built-in application the switch runs on a zero-copy
+endpoint (package endpoint), answering guests at ADDR:PORT, which is
+routed to it: udp-echo:ADDR:PORT sends every datagram back to its source
+(payloads up to 2020 bytes), udp-sink:ADDR:PORT counts them.
+
 The configuration file has one directive per line: "port SPEC",
-"route PREFIX=PORT", "workers N"; '#' starts a comment.
+"route PREFIX=PORT", "service KIND:ADDR:PORT", "workers N"; '#' starts a
+comment.
 
 On SIGINT or SIGTERM the switch stops within 2 s, closes every port,
 prints per-port statistics, drops by reason and the buffer leak check, and
@@ -72,6 +79,13 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				}
 				cfg.Routes = append(cfg.Routes, r)
 			}
+			for _, s := range services {
+				sv, err := vswitch.ParseService(s)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Services = append(cfg.Services, sv)
+			}
 			if cmd.Flags().Changed("workers") || cfg.Workers == 0 {
 				cfg.Workers = workers
 			}
@@ -103,6 +117,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f := cmd.Flags()
 	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
+	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
 	f.StringVar(&configFile, "config", "", "read ports, routes and workers from FILE")
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")

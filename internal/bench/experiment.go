@@ -70,7 +70,8 @@ func (g Goal) String(e *Experiment) string {
 
 // Experiments returns every experiment, in run order.
 func Experiments() []*Experiment {
-	return append([]*Experiment{allocExperiment, remoteFreeExperiment, flushExperiment}, forwardExperiments...)
+	exps := append([]*Experiment{allocExperiment, remoteFreeExperiment, flushExperiment}, forwardExperiments...)
+	return append(exps, zerocopyExperiments...)
 }
 
 // Lookup returns the named experiments, or an error naming the unknown

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"softnet.dev/lab"
+)
+
+func newLabCmd() *cobra.Command {
+	var (
+		opts       lab.Options
+		modes      []string
+		traffic    string
+		asJSON     bool
+		jsonFile   string
+		plot       string
+		cpuProfile string
+		check      bool
+		quiet      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "lab [flags]",
+		Short: "Measure guest-to-guest throughput through softnet, the kernel and a naive Go forwarder",
+		Long: `lab reproduces seed 000's measurement on this machine: two guests (network
+namespaces with unique names) joined by a datapath, iperf3 between them (UDP
+with 1472-byte datagrams at no rate limit, then TCP), and everything it
+created removed afterwards, also on failure or Ctrl-C. Needs root.
+
+Variants, each with namespaces of its own:
+  kernel-veth   a veth pair: the kernel's own path (--peers)
+  naive-go      a plain Go forwarder between two TUN devices (--peers)
+  softnet       an in-process softnet switch with TUN ports (--tap: TAP),
+                in its default configuration, or with --ladder:
+                no-cache/batch-1, napi-cache, +bulk, +defer, offload-off,
+                offload-on
+
+For each variant and mode lab prints Gbit/s received and its ratio to
+kernel-veth, packets/s, loss or retransmits, and for the in-process
+datapaths the CPU time per Gbit, allocations per packet and peak RSS; for
+softnet also drops by reason, the cache hit rate, remote frees and the leak
+check, then the goals. Without iperf3 a built-in generator and receiver
+(Go sockets in the namespaces) send the same two kinds of traffic.`,
+		Example: `  sudo softnet lab
+  sudo softnet lab --ladder --plot ladder.svg
+  sudo softnet lab --duration 5s --modes udp --json > udp.jsonl
+  sudo softnet lab --ladder --json-file ladder.jsonl   # the table, and the JSON lines in a file
+  sudo softnet lab --ladder --cpuprofile lab.prof   # go tool pprof -tagfocus variant=+bulk lab.prof`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("lab takes no arguments, got %q", args)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, m := range modes {
+				opts.Modes = append(opts.Modes, lab.Mode(strings.ToLower(strings.TrimSpace(m))))
+			}
+			opts.Traffic = lab.Traffic(traffic)
+			if opts.Duration <= 0 {
+				return usageError{fmt.Errorf("--duration %v: want whole seconds, at least 1s", opts.Duration)}
+			}
+			if err := opts.Validate(); err != nil {
+				return usageError{err}
+			}
+			if plot != "" {
+				if err := lab.CheckPlotName(plot); err != nil {
+					return usageError{err}
+				}
+			}
+			if jsonFile != "" && jsonFile == plot {
+				return usageError{fmt.Errorf("--json-file and --plot name the same file %s", plot)}
+			}
+			stderr := cmd.ErrOrStderr()
+			if !quiet {
+				opts.Progress = func(msg string) { fmt.Fprintln(stderr, "lab:", msg) }
+			}
+			opts.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			rep, runErr := lab.Run(cmd.Context(), opts)
+			if rep != nil && len(rep.Variants) > 0 {
+				if err := writeLabReport(cmd.OutOrStdout(), rep, asJSON, jsonFile, plot); err != nil {
+					return errors.Join(runErr, err)
+				}
+			}
+			if runErr != nil {
+				return runErr
+			}
+			if missed := lab.Missed(rep.Goals()); check && len(missed) > 0 {
+				return &exitError{code: exitGoalMissed, err: fmt.Errorf("goals not met:\n  %s", strings.Join(missed, "\n  "))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&opts.Duration, "duration", lab.DefaultDuration, "length of each transfer (whole seconds)")
+	f.BoolVar(&opts.TAP, "tap", false, "TAP ports bridged by MAC address instead of routed TUN ports")
+	f.BoolVar(&opts.Peers, "peers", true, "also measure kernel-veth and naive-go")
+	f.BoolVar(&opts.Ladder, "ladder", false, "softnet's ladder (machinery added step by step) instead of its default configuration")
+	f.StringSliceVar(&modes, "modes", []string{"udp", "tcp"}, "traffic modes: udp, tcp")
+	f.StringVar(&traffic, "traffic", "auto", "traffic generator: auto (iperf3 if installed), iperf3 or builtin")
+	f.BoolVar(&opts.IPv6, "ipv6", false, "send the traffic over the guests' IPv6 addresses")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per line instead of tables")
+	f.StringVar(&jsonFile, "json-file", "", "also write the JSON lines to FILE")
+	f.StringVar(&plot, "plot", "", "also draw the variants as a bar chart in FILE.svg")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (goroutines labelled by variant)")
+	f.BoolVar(&check, "check", false, "exit with status 3 if a goal is not met")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	return cmd
+}
+
+// writeLabReport prints the report, as tables or JSON lines, and writes
+// the files asked for.
+func writeLabReport(w io.Writer, rep *lab.Report, asJSON bool, jsonFile, plot string) error {
+	var err error
+	if asJSON {
+		err = lab.WriteJSON(w, rep)
+	} else {
+		err = lab.WriteTable(w, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if jsonFile != "" {
+		if err := writeFile(jsonFile, func(w io.Writer) error { return lab.WriteJSON(w, rep) }); err != nil {
+			return fmt.Errorf("json file: %w", err)
+		}
+	}
+	if plot != "" {
+		if err := writeFile(plot, func(w io.Writer) error { return lab.WriteSVG(w, rep) }); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeFile creates name and fills it with write.
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// startCPUProfile profiles the process until the returned stop is called.
+func startCPUProfile(name string) (stop func(), err error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLabHelp(t *testing.T) {
+	out, _, code := run(t, "lab", "--help")
+	for _, want := range []string{"kernel-veth", "naive-go", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
+		}
+	}
+	root, _, _ := run(t, "--help")
+	if !strings.Contains(root, "lab") {
+		t.Errorf("softnet --help does not list lab:\n%s", root)
+	}
+}
+
+// Usage errors are caught before anything is created, root or not.
+func TestLabUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"lab", "--duration", "1500ms"},
+		{"lab", "--duration", "0s"},
+		{"lab", "--modes", "sctp"},
+		{"lab", "--modes", "udp,udp"},
+		{"lab", "--traffic", "netperf"},
+		{"lab", "--plot", "ladder.png"},
+		{"lab", "--plot", "ladder.pdf"},
+		{"lab", "extra"},
+		{"lab", "--no-such-flag"},
+	} {
+		_, stderr, code := run(t, args...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package endpoint
+
+import (
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+)
+
+// Deliver (engine.Consumer) lends the buffers Run matched to their endpoints: each goes
+// into its (endpoint, worker) receive ring, or is dropped with
+// drop.SocketRcvBuff when the ring is full or the endpoint holds its
+// quota. It runs on worker w, which alone keeps the lending state.
+func (t *Table) Deliver(w int, c *buffer.Cache, bufs []*buffer.Buf) {
+	if w >= len(t.workers) {
+		c.DropBulk(bufs, drop.NoRoute)
+		return
+	}
+	ws := t.workers[w]
+	j := 0
+	for _, buf := range bufs {
+		// Verdicts only ever move from Pass to decided, so the delivered
+		// buffers are the ones Run matched, in order. Anything else was
+		// delivered here by another program and has no endpoint.
+		if j >= len(ws.pend) || ws.pend[j].buf != buf {
+			c.Drop(buf, drop.NoRoute)
+			continue
+		}
+		p := &ws.pend[j]
+		j++
+		l := p.ep.lanes[w]
+		switch {
+		case p.ep.closing.Load():
+			add(&l.ctr.closedDrops, 1)
+			c.Drop(buf, drop.NoRoute)
+		case l.lent+len(l.stage) >= l.quota:
+			add(&l.ctr.quotaFull, 1)
+			c.Drop(buf, drop.SocketRcvBuff)
+		default:
+			id := buf.ID()
+			g := nextGen(ws.gen[id])
+			ws.gen[id] = g
+			p.view.buf, p.view.gen, p.view.worker = buf, g, uint16(w)
+			if len(l.stage) == 0 {
+				ws.staged = append(ws.staged, l)
+			}
+			l.stage = append(l.stage, p.view)
+		}
+		p.buf, p.ep = nil, nil
+	}
+	for _, l := range ws.staged {
+		n := l.rx.EnqueueBurst(l.stage)
+		for _, v := range l.stage[:n] {
+			ws.lentTo[v.buf.ID()] = l
+			ws.bufOf[v.buf.ID()] = v.buf
+		}
+		l.lent += n
+		add(&l.ctr.lent, n)
+		for _, v := range l.stage[n:] {
+			c.Drop(v.buf, drop.SocketRcvBuff)
+		}
+		add(&l.ctr.ringFull, len(l.stage)-n)
+		clear(l.stage)
+		l.stage = l.stage[:0]
+		if n > 0 {
+			l.ep.wake()
+		}
+	}
+	clear(ws.staged)
+	ws.staged = ws.staged[:0]
+	ws.pend = ws.pend[:0]
+}

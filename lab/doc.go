@@ -1,0 +1,51 @@
+// Package lab is `softnet lab`: it reproduces, on one machine, the kind of
+// measurement seed 000 started from (iperf3 between two guests through a
+// TUN switch), with the kernel's own path and a hand-written Go forwarder
+// measured beside softnet in the same run.
+//
+// # Variants
+//
+// Each variant gets two fresh network namespaces (the guests, uniquely
+// named softnet-lab-<pid>-<random>-<n>a and …b) joined by one datapath:
+//
+//   - kernel-veth: a veth pair, the kernel's own path and the upper
+//     reference;
+//   - naive-go: two TUN devices and a plain Go forwarder (naive.go), what
+//     a Go programmer writes by hand, the lower reference;
+//   - softnet: two TUN (or TAP) ports and a softnet engine built in this
+//     process from the same parts as `softnet switch`, in its default
+//     configuration or, with Options.Ladder, with its machinery added one
+//     step at a time (variants.go).
+//
+// The guests get the same addresses whatever the datapath, from
+// 198.18.0.0/15 and 2001:db8::/32 only, and each routes the other's
+// subnets through its device. Traffic is iperf3 when it is installed (UDP
+// with 1472-byte datagrams at no rate limit, then one TCP stream), or a
+// built-in generator and receiver with the same two modes, whose sockets
+// are opened inside the namespaces.
+//
+// # Measurements
+//
+// The rate, packets and loss or retransmits are the receiver's (iperf3's
+// JSON, or the built-in receiver's counts). The guests' kernels say where
+// UDP datagrams were lost: at the sending guest's device, whose queue the
+// datapath did not drain in time, or at the receiving socket.
+//
+// For the datapaths that run in this process, figures are taken over a
+// window inside each transfer, its first and last tenth left out, so
+// that start-up and the lab's own bookkeeping stay outside: CPU time per
+// Gbit forwarded (the process's, from getrusage, less the lab's idle rate
+// measured just before; softnet's locked worker thread alone from
+// /proc/self/task/TID/stat), and heap allocations per packet forwarded
+// (runtime.MemStats.Mallocs). The peak RSS is VmHWM, reset before each
+// transfer through /proc/self/clear_refs. For softnet the pool's drop
+// reasons, cache hit rate and remote frees cover the whole transfer, and
+// its leak check runs when the variant is taken down.
+//
+// # Clean-up
+//
+// Everything a run creates (namespaces, devices, processes, sockets) is
+// registered for removal as it is created and removed when the variant
+// ends, fails or is cancelled; processes are stopped by their PID only,
+// and die with the lab if it is killed outright (PR_SET_PDEATHSIG).
+package lab

@@ -1,0 +1,97 @@
+package lab
+
+import (
+	"io"
+
+	"softnet.dev/internal/bench"
+)
+
+// Experiment returns the name a mode's results have in JSON: lab-udp or
+// lab-tcp.
+func Experiment(m Mode) string { return "lab-" + string(m) }
+
+// WriteJSON writes the report as softnet bench does: one object per line
+// per variant and mode, {"experiment","variant","metric","value","unit",
+// "ratio",…} with the lab's figures as extra fields (null where a figure
+// does not apply to the variant), then one {"experiment","goal","ratio",
+// "met"} line per goal.
+func WriteJSON(w io.Writer, r *Report) error {
+	goals := r.Goals()
+	var reports []bench.Report
+	for _, m := range r.Options.Modes {
+		br := bench.Report{Experiment: &bench.Experiment{
+			Name: Experiment(m), Desc: modeTitle(m, r), Metric: "gbit_per_s", Unit: "Gbit/s", Higher: true,
+		}}
+		for i := range r.Variants {
+			res := r.Variants[i].result(m)
+			if res == nil {
+				continue
+			}
+			br.Results = append(br.Results, bench.Result{
+				Experiment: br.Experiment.Name, Variant: res.Variant, Metric: br.Experiment.Metric,
+				Value: res.Gbps, Unit: br.Experiment.Unit, Ratio: res.Ratio,
+				Ops: int(res.PPS * res.Duration), Reps: []float64{res.Gbps},
+				Extra: extraFields(r, &r.Variants[i], res),
+			})
+		}
+		for _, g := range goals {
+			if g.Mode == m {
+				br.Goals = append(br.Goals, bench.GoalResult{Experiment: br.Experiment.Name, Goal: g.Goal, Ratio: g.Value, Met: g.Met})
+			}
+		}
+		reports = append(reports, br)
+	}
+	return bench.WriteJSON(w, reports)
+}
+
+// extraFields are a result's figures beyond the rate, by JSON name.
+func extraFields(r *Report, vr *VariantResult, res *Result) map[string]any {
+	transport := "tun"
+	if r.Options.TAP {
+		transport = "tap"
+	}
+	ppsBasis := "datagrams_received"
+	if res.Mode == TCP {
+		ppsBasis = "device_rx_packets"
+	}
+	var cpuBasis, leak any
+	if res.CPUPerGbit != nil {
+		cpuBasis = "process_minus_idle"
+		if r.Builtin {
+			cpuBasis = "process_minus_idle_and_generator"
+		}
+	}
+	if vr.Variant.Softnet() {
+		leak = vr.Leak
+	}
+	var ratioTo any
+	if res.RatioTo != "" {
+		ratioTo = res.RatioTo
+	}
+	return map[string]any{
+		"mode":                  string(res.Mode),
+		"transport":             transport,
+		"traffic":               r.Traffic,
+		"pps":                   res.PPS,
+		"pps_basis":             ppsBasis,
+		"loss_pct":              res.LossPct,
+		"retransmits":           res.Retransmits,
+		"sender_dev_drops":      res.SenderDevDrops,
+		"receiver_socket_drops": res.ReceiverSocketDrops,
+		"cpu_s_per_gbit":        res.CPUPerGbit,
+		"cpu_basis":             cpuBasis,
+		"worker_cpu_s_per_gbit": res.WorkerCPUPerGbit,
+		"allocs_per_packet":     res.AllocsPerPacket,
+		"forwarded_packets":     res.Forwarded,
+		"peak_rss_bytes":        res.PeakRSS,
+		"rss_reset":             res.RSSReset,
+		"pool_bytes":            res.PoolBytes,
+		"drops":                 res.Drops,
+		"nomem_stalls":          res.NoMemStalls,
+		"hit_rate":              res.HitRate,
+		"remote_frees":          res.RemoteFrees,
+		"duration_s":            res.Duration,
+		"ratio_to":              ratioTo,
+		"leak_check":            leak,
+	}
+}

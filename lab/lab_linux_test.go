@@ -1,0 +1,199 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"softnet.dev/internal/netnstest"
+)
+
+// requireLab skips (or, with SOFTNET_REQUIRE_ROOT_TESTS=1, fails) unless
+// the lab can run here with iperf3: CI installs it, so the iperf3 path is
+// the one tested.
+func requireLab(t *testing.T) {
+	t.Helper()
+	netnstest.RequireRoot(t)
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		if os.Getenv(netnstest.RequireEnv) == "1" {
+			t.Fatalf("iperf3 is not installed, and %s=1", netnstest.RequireEnv)
+		}
+		t.Skip("needs iperf3")
+	}
+}
+
+// TestLabLadder is a short `softnet lab --ladder` with the peers: every
+// variant must produce a figure for both modes, the output must be well
+// formed, every softnet pool must balance, and nothing may be left behind.
+func TestLabLadder(t *testing.T) {
+	requireLab(t)
+	start := time.Now()
+	rep, err := Run(context.Background(), Options{
+		Duration: 2 * time.Second, Peers: true, Ladder: true, Traffic: TrafficIperf3,
+		Progress: func(msg string) { t.Log(msg) },
+	})
+	t.Logf("run took %v", time.Since(start))
+	checkNothingLeft(t, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Variants(rep.Options)
+	if len(rep.Variants) != len(want) || len(want) != 8 {
+		t.Fatalf("%d variants measured, want %d", len(rep.Variants), len(want))
+	}
+	for i, vr := range rep.Variants {
+		if vr.Variant.Name != want[i].Name {
+			t.Errorf("variant %d is %s, want %s", i, vr.Variant.Name, want[i].Name)
+		}
+		for _, m := range Modes {
+			res := vr.result(m)
+			if res == nil || !(res.Gbps > 0) || !(res.PPS > 0) || res.Ratio <= 0 {
+				t.Errorf("%s %s: no figure: %+v", vr.Variant.Name, m, res)
+				continue
+			}
+			if vr.Variant.InProcess() && (res.CPUPerGbit == nil || res.AllocsPerPacket == nil || res.PeakRSS == nil) {
+				t.Errorf("%s %s: in-process figures missing: %+v", vr.Variant.Name, m, res)
+			}
+			if vr.Variant.Softnet() && (res.Drops == nil || res.HitRate == nil || res.WorkerCPUPerGbit == nil) {
+				t.Errorf("%s %s: softnet figures missing: %+v", vr.Variant.Name, m, res)
+			}
+		}
+		if vr.Variant.Softnet() && vr.Leak != "ok" {
+			t.Errorf("%s: leak check: %q", vr.Variant.Name, vr.Leak)
+		}
+	}
+
+	var js bytes.Buffer
+	if err := WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	lines := checkJSONLines(t, &js)
+	if len(lines) != 16 {
+		t.Errorf("%d JSON result lines, want 16", len(lines))
+	}
+	for key, obj := range lines {
+		if v, _ := obj["value"].(float64); !(v > 0) {
+			t.Errorf("%s: value %v", key, obj["value"])
+		}
+	}
+
+	plot := filepath.Join(t.TempDir(), "ladder.svg")
+	f, err := os.Create(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSVG(f, rep); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	svg, err := os.ReadFile(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rects, _ := parseSVG(t, svg); rects != 16+3 {
+		t.Errorf("%d rects in the chart, want 19", rects)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+}
+
+// TestLabInterrupted cancels a run in the middle of a transfer, as Ctrl-C
+// does: it must stop promptly, say so, and remove everything.
+func TestLabInterrupted(t *testing.T) {
+	requireLab(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		cancel()
+	}()
+	rep, err := Run(ctx, Options{Duration: 30 * time.Second, Modes: []Mode{UDP}, Traffic: TrafficIperf3})
+	stopped := time.Now()
+	checkNothingLeft(t, rep)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	if took := time.Since(stopped); took > time.Second {
+		t.Errorf("checking took %v", took)
+	}
+	if len(rep.Variants) != 1 || rep.Variants[0].Leak != "ok" {
+		t.Fatalf("variants %+v, want softnet's with a balanced leak check", rep.Variants)
+	}
+}
+
+// checkNothingLeft fails the test if anything the run created is still
+// there: its namespaces, devices in this namespace, iperf3 processes this
+// process started.
+func checkNothingLeft(t *testing.T, rep *Report) {
+	t.Helper()
+	if rep == nil {
+		t.Fatal("no report")
+	}
+	list, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("softnet-lab-%d-", os.Getpid())
+	for _, line := range strings.Split(string(list), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			t.Errorf("namespace left behind: %s", line)
+		}
+	}
+	if len(rep.Namespaces) == 0 {
+		t.Error("the report names no namespaces")
+	}
+	links, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{"lab-a", "lab-b"} {
+		if bytes.Contains(links, []byte(": "+dev+":")) || bytes.Contains(links, []byte(": "+dev+"@")) {
+			t.Errorf("device %s left in the test's namespace", dev)
+		}
+	}
+	for _, p := range children(t) {
+		t.Errorf("process left running: %s", p)
+	}
+}
+
+// children lists this process's child processes that run iperf3 or ip.
+func children(t *testing.T) []string {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	me := os.Getpid()
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		comm := s[open+1 : end]
+		f := strings.Fields(s[end+1:])
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip") {
+			out = append(out, fmt.Sprintf("%s (%s, state %s)", strings.Fields(s)[0], comm, f[0]))
+		}
+	}
+	return out
+}

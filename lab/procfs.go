@@ -1,0 +1,127 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// userHZ is the unit of the CPU times in /proc/*/stat. The kernel exports
+// them in USER_HZ, which is 100 on every architecture Linux supports for
+// user space (sysconf(_SC_CLK_TCK) returns it; Go has no sysconf).
+const userHZ = 100
+
+// parseStatCPU returns utime+stime from the contents of a
+// /proc/PID/task/TID/stat file. The second field, the command name in
+// parentheses, may itself contain spaces and parentheses, so the fields
+// are counted from the last ')'.
+func parseStatCPU(stat []byte) (time.Duration, error) {
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("stat: no command name in %q", truncate(stat))
+	}
+	// After ')': state (field 3), ppid, ..., utime is field 14 and stime
+	// field 15, so indices 11 and 12 here.
+	f := strings.Fields(string(stat[end+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("stat: %d fields after the command name, want at least 13", len(f))
+	}
+	var ticks uint64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("stat: utime/stime %q: %w", s, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 80 {
+		return string(b[:80]) + "…"
+	}
+	return string(b)
+}
+
+// threadCPU returns the CPU time (user + system) thread tid of this
+// process has used.
+func threadCPU(tid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		return 0, fmt.Errorf("thread %d: %w", tid, err)
+	}
+	d, err := parseStatCPU(b)
+	if err != nil {
+		return 0, fmt.Errorf("thread %d: %w", tid, err)
+	}
+	return d, nil
+}
+
+// threadsCPU sums threadCPU over tids.
+func threadsCPU(tids []int) (time.Duration, error) {
+	var sum time.Duration
+	for _, tid := range tids {
+		d, err := threadCPU(tid)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
+}
+
+// processCPU returns the user and system time of every thread of the
+// process, those that have exited included.
+func processCPU() (time.Duration, error) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// parseStatusKB returns the value of a "Key:   123 kB" line of a
+// /proc/PID/status file, in bytes.
+func parseStatusKB(status []byte, key string) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || k != key {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("status: %s: unexpected value %q", key, v)
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("status: %s: %w", key, err)
+		}
+		return n << 10, nil
+	}
+	return 0, fmt.Errorf("status: no %s line", key)
+}
+
+// peakRSS returns the process's resident set high-water mark (VmHWM).
+func peakRSS() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	return parseStatusKB(b, "VmHWM")
+}
+
+// resetPeakRSS sets the high-water mark back to the current RSS (writing
+// 5 to clear_refs, Linux 4.0 and later), so that each variant's peak is
+// its own. It reports whether that worked; if not, peaks accumulate over
+// the run and say so.
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}

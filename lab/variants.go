@@ -1,0 +1,92 @@
+package lab
+
+import "softnet.dev/engine"
+
+// pathKind is what joins the two guests.
+type pathKind int
+
+const (
+	pathVeth    pathKind = iota // a veth pair: the kernel's own path
+	pathNaive                   // two TUN devices and naive.go's forwarder
+	pathSoftnet                 // two TUN/TAP ports and a softnet engine
+)
+
+// Names of the peers and of softnet's default configuration.
+const (
+	KernelVeth = "kernel-veth"
+	NaiveGo    = "naive-go"
+	Softnet    = "softnet"
+	// OffloadOn is the ladder's name for the default configuration,
+	// measured beside offload-off.
+	OffloadOn = "offload-on"
+)
+
+// softnetConfig is the machinery a softnet variant turns on.
+type softnetConfig struct {
+	Uncached bool // buffer.Config.Uncached: every buffer from the locked depot
+	Batch    int  // engine.Config.Batch
+	Bulk     bool // tun.Config.BulkAlloc: one GetBulk per burst
+	Defer    bool // TX through txthread.Wrap: completions free remotely
+	Offload  bool // vnet header, checksum and segmentation offloads
+}
+
+// defaultSoftnet is what `softnet switch` runs: offload on, batch 64, bulk.
+var defaultSoftnet = softnetConfig{Batch: engine.DefaultBatch, Bulk: true, Offload: true}
+
+// Variant is one datapath configuration measured by a run.
+type Variant struct {
+	Name    string
+	Desc    string
+	kind    pathKind
+	softnet softnetConfig
+}
+
+// Softnet reports whether the variant runs softnet's engine.
+func (v Variant) Softnet() bool { return v.kind == pathSoftnet }
+
+// InProcess reports whether the variant's datapath runs in the lab's
+// process, so that its CPU time, allocations and memory are measured.
+func (v Variant) InProcess() bool { return v.kind != pathVeth }
+
+// Variants returns what a run with o measures, in order: the peers first
+// (kernel-veth is what ratios refer to), then softnet.
+func Variants(o Options) []Variant {
+	var vs []Variant
+	if o.Peers {
+		vs = append(vs,
+			Variant{Name: KernelVeth, Desc: "veth pair between the namespaces: the kernel's own path", kind: pathVeth},
+			Variant{Name: NaiveGo, Desc: "plain Go forwarder between two TUN devices: blocking reads, a new (zeroed) 64 KiB slice per packet, no offloads", kind: pathNaive},
+		)
+	}
+	if !o.Ladder {
+		return append(vs, Variant{Name: Softnet, Desc: "softnet's default: offload on, batch 64, bulk allocation", kind: pathSoftnet, softnet: defaultSoftnet})
+	}
+	step := func(name, desc string, c softnetConfig) Variant {
+		return Variant{Name: name, Desc: desc, kind: pathSoftnet, softnet: c}
+	}
+	noCache := softnetConfig{Uncached: true, Batch: 1, Offload: true}
+	napi := softnetConfig{Batch: engine.DefaultBatch, Offload: true}
+	bulk := napi
+	bulk.Bulk = true
+	deferred := bulk
+	deferred.Defer = true
+	offOff := defaultSoftnet
+	offOff.Offload = false
+	return append(vs,
+		step("no-cache/batch-1", "no per-worker cache (every buffer from the locked depot), batch 1, offload on", noCache),
+		step("napi-cache", "per-worker cache, batch 64, one get per packet", napi),
+		step("+bulk", "+ one bulk get per burst (the default configuration)", bulk),
+		step("+defer", "+ TX on its own goroutine per queue: every free is a deferred remote free", deferred),
+		step("offload-off", "default configuration without the vnet header: the kernel segments and checksums", offOff),
+		step(OffloadOn, "default configuration (same as +bulk), measured beside offload-off", defaultSoftnet),
+	)
+}
+
+// reference returns the name of the variant the goals are about: softnet
+// in its default configuration.
+func reference(o Options) string {
+	if o.Ladder {
+		return OffloadOn
+	}
+	return Softnet
+}
