@@ -3,11 +3,13 @@ package endpoint
 import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
+	"softnet.dev/engine"
 )
 
-var _ interface {
-	Poll(worker int, c *buffer.Cache) int
-} = (*Table)(nil)
+var (
+	_ engine.Poller   = (*Table)(nil)
+	_ engine.Consumer = (*Table)(nil)
+)
 
 // Poll is the engine.Poller hook, run by worker w at the top of each
 // round: it frees what the applications released to w (checking each
