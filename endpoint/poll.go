@@ -3,13 +3,15 @@ package endpoint
 import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
-	"softnet.dev/engine"
 )
 
-var (
-	_ engine.Poller   = (*Table)(nil)
-	_ engine.Consumer = (*Table)(nil)
-)
+// Table is an engine.Poller and an engine.Consumer. The package cannot
+// import engine to say so (engine's tests import endpoint), hence the
+// interfaces spelled out.
+var _ interface {
+	Poll(worker int, c *buffer.Cache) int
+	Deliver(worker int, c *buffer.Cache, bufs []*buffer.Buf)
+} = (*Table)(nil)
 
 // Poll is the engine.Poller hook, run by worker w at the top of each
 // round: it frees what the applications released to w (checking each
