@@ -15,6 +15,7 @@ import (
 	"softnet.dev/program"
 	"softnet.dev/tun"
 	"softnet.dev/txthread"
+	"softnet.dev/vswitch"
 )
 
 // softnetPath is a softnet switch built in this process from the same
@@ -59,7 +60,7 @@ func openSoftnet(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (_ *
 		}
 		devs = append(devs, d)
 	}
-	if pool, err = buffer.NewPool(buffer.Config{Classes: poolClasses(len(devs)), Uncached: c.Uncached}); err != nil {
+	if pool, err = buffer.NewPool(buffer.Config{Classes: vswitch.PoolClasses(len(devs)), Uncached: c.Uncached}); err != nil {
 		return nil, err
 	}
 	for _, d := range devs {
@@ -92,18 +93,6 @@ func openSoftnet(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (_ *
 		return nil, errors.Join(err, cerr)
 	}
 	return &softnetPath{devs: devs, pool: pool, engine: eng, tids: rec}, nil
-}
-
-// poolClasses sizes the pool as `softnet switch` does for the same ports
-// (one queue each), so that every softnet variant has the same memory to
-// work with: MTU frames for copies and software segmentation, and 64 KiB
-// frames for every RX burst in flight, since a device with offloads reads
-// each packet into one.
-func poolClasses(queues int) []buffer.ClassConfig {
-	return []buffer.ClassConfig{
-		{Room: 2048, Count: 8192 + 256*queues},
-		{Room: 65536 + 64, Count: 128 + 2*engine.DefaultBatch*queues},
-	}
 }
 
 // switchProgram is the L3 forwarder with a route to each guest's subnets

@@ -61,12 +61,7 @@ func Open(cfg Config, log *slog.Logger) (sw *Switch, err error) {
 		}
 		log.Info("port", "spec", spec.String(), "device", how, "info", d.Info().String())
 	}
-	// Every RX queue may hold a burst of 64 KiB frames in flight; the MTU
-	// class feeds software segmentation and copies.
-	sw.pool, err = buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{
-		{Room: 2048, Count: 8192 + 256*queues},
-		{Room: 65536 + 64, Count: 128 + 2*engine.DefaultBatch*queues},
-	}})
+	sw.pool, err = buffer.NewPool(buffer.Config{Classes: PoolClasses(queues)})
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +116,16 @@ func (sw *Switch) openServices() error {
 		sw.log.Info("service", "spec", spec.String())
 	}
 	return nil
+}
+
+// PoolClasses sizes the buffer pool of a switch whose ports have queues
+// queues in all: every RX queue may hold a burst of 64 KiB frames in
+// flight, and the MTU class feeds software segmentation and copies.
+func PoolClasses(queues int) []buffer.ClassConfig {
+	return []buffer.ClassConfig{
+		{Room: 2048, Count: 8192 + 256*queues},
+		{Room: 65536 + 64, Count: 128 + 2*engine.DefaultBatch*queues},
+	}
 }
 
 // program picks the bridge for TAP ports and the L3 forwarder, with the

@@ -87,6 +87,24 @@ func workersLadder() *Experiment {
 
 var forwardExperiments = []*Experiment{seed000Ladder(64), seed000Ladder(1500), seed003Ladder(), workersLadder()}
 
+// runEngine starts e, waits until count has grown by n (or ctx ends),
+// stops e and returns the growth, so that a variant uses no CPU while the
+// others are measured. It runs with one P more than the busy goroutines,
+// so that this goroutine's millisecond checks run beside the workers
+// instead of waiting for the scheduler to preempt one of them.
+func runEngine(ctx context.Context, e *engine.Engine, count func() uint64, n int) int {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() + 1))
+	start := count()
+	if err := e.Start(); err != nil {
+		return 0
+	}
+	for count() < start+uint64(n) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	e.Stop()
+	return int(count() - start)
+}
+
 // prepareForward builds the topology once; each run starts the engine,
 // waits until the sink has n more packets, and stops it, so that a
 // variant uses no CPU while the others are measured.
@@ -127,19 +145,7 @@ func prepareForward(s forwardSetup) (func(context.Context, int) int, func() erro
 		return nil, nil, err
 	}
 	run := func(ctx context.Context, n int) int {
-		// One P more than the busy goroutines, so that this goroutine's
-		// millisecond checks run beside the workers instead of waiting for
-		// the scheduler to preempt one of them.
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() + 1))
-		start := sink.Stats().Packets
-		if err := e.Start(); err != nil {
-			return 0
-		}
-		for sink.Stats().Packets < start+uint64(n) && ctx.Err() == nil {
-			time.Sleep(time.Millisecond)
-		}
-		e.Stop()
-		return int(sink.Stats().Packets - start)
+		return runEngine(ctx, e, func() uint64 { return sink.Stats().Packets }, n)
 	}
 	done := func() error {
 		st := sink.Stats()

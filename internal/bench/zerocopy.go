@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"softnet.dev/buffer"
 	"softnet.dev/endpoint"
@@ -130,8 +128,6 @@ func prepareZerocopy(s zerocopySetup) (func(context.Context, int) int, func() er
 		return fail(err)
 	}
 	run := func(ctx context.Context, n int) int {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() + 1))
-		start := a.bytes.Load()
 		actx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		if !s.same {
@@ -145,17 +141,10 @@ func prepareZerocopy(s zerocopySetup) (func(context.Context, int) int, func() er
 				}
 			}()
 		}
-		if err := e.Start(); err != nil {
-			cancel()
-			return 0
-		}
-		for a.bytes.Load() < start+uint64(n) && ctx.Err() == nil {
-			time.Sleep(time.Millisecond)
-		}
-		e.Stop()
+		moved := runEngine(ctx, e, a.bytes.Load, n)
 		cancel()
 		wg.Wait()
-		return int(a.bytes.Load() - start)
+		return moved
 	}
 	done := func() error {
 		err := e.Close()
