@@ -95,17 +95,14 @@ func openSoftnet(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (_ *
 	return &softnetPath{devs: devs, pool: pool, engine: eng, tids: rec}, nil
 }
 
-// switchProgram is the L3 forwarder with a route to each guest's subnets
-// for TUN ports, the learning bridge for TAP ports.
+// switchProgram is `softnet switch`'s program with a route to each
+// guest's subnets.
 func switchProgram(p *guestPair, tap bool) (program.Program, error) {
-	if tap {
-		return program.NewBridge(program.BridgeConfig{}), nil
-	}
 	var routes []program.Route
 	for i, g := range p.guests() {
 		routes = append(routes, program.Route{Prefix: g.v4.Masked(), Port: i}, program.Route{Prefix: g.v6.Masked(), Port: i})
 	}
-	return program.NewL3Forwarder(program.L3Config{Routes: routes, Unknown: program.DropUnknown, DecrementTTL: true})
+	return vswitch.Program(tap, routes)
 }
 
 func (s *softnetPath) counters() (forwarded, bool) {

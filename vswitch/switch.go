@@ -131,9 +131,6 @@ func PoolClasses(queues int) []buffer.ClassConfig {
 // program picks the bridge for TAP ports and the L3 forwarder, with the
 // configured routes, for TUN ports.
 func (sw *Switch) program() (program.Program, error) {
-	if sw.cfg.Ports[0].TAP {
-		return program.NewBridge(program.BridgeConfig{}), nil
-	}
 	var routes []program.Route
 	for _, rt := range sw.cfg.Routes {
 		for i, p := range sw.cfg.Ports {
@@ -151,6 +148,16 @@ func (sw *Switch) program() (program.Program, error) {
 			bits = 128
 		}
 		routes = append(routes, program.Route{Prefix: netip.PrefixFrom(sv.Addr.Addr(), bits), Port: len(sw.devices)})
+	}
+	return Program(sw.cfg.Ports[0].TAP, routes)
+}
+
+// Program is the switch's program: the learning bridge for TAP ports, the
+// L3 forwarder with routes for TUN ports (unknown destinations dropped
+// with NO_ROUTE, TTL decremented).
+func Program(tap bool, routes []program.Route) (program.Program, error) {
+	if tap {
+		return program.NewBridge(program.BridgeConfig{}), nil
 	}
 	return program.NewL3Forwarder(program.L3Config{Routes: routes, Unknown: program.DropUnknown, DecrementTTL: true})
 }
