@@ -13,6 +13,23 @@ type Class uint8
 // "in use by this cache" with one compare.
 const free = 0xFFFF
 
+// The fields of Buf.state: the owner in the low 16 bits, then the class,
+// then the mark. Packing them lets the bulk free path check "owned by this
+// cache and of this class" with one compare and lets Get reset all three
+// with one store.
+const (
+	stateOwnerMask  = 0xFFFF
+	stateClassShift = 16
+	stateMarkShift  = 24
+	stateOwnerClass = 1<<stateMarkShift - 1
+)
+
+// ownedState is the state of a fresh buffer of the class handed out by the
+// cache with the given index: no mark.
+func ownedState(owner uint16, class Class) uint32 {
+	return uint32(owner) | uint32(class)<<stateClassShift
+}
+
 // Buf is the metadata of one packet buffer: a window [head, head+len) into
 // a fixed frame of a slab. It holds no Go pointers: the frame address is a
 // uintptr into memory the GC does not manage, which is what keeps the
@@ -22,26 +39,53 @@ const free = 0xFFFF
 // A Buf has one owner at a time. The owner may read and write its data and
 // window; after Ref, every holder must treat both as read-only.
 type Buf struct {
-	addr  uintptr // frame start, inside an mmap'd slab
-	head  uint32  // data offset in the frame
-	len   uint32  // data length
-	size  uint32  // frame size
-	id    uint32  // index in the pool's metadata array
-	next  uint32  // inbound-list link: id+1 of the next buffer, 0 ends
-	refs  atomic.Int32
-	owner uint16 // index of the Cache that handed it out, or free
-	class Class
-	mark  uint8 // per-packet flags of the datapath's own; 0 on Get
+	addr uintptr // frame start, inside an mmap'd slab
+	// win is the data window: its offset in the frame in the low 32 bits
+	// and its length in the high 32, so that Get resets it with one store.
+	// While the buffer is free it holds the inbound-list link instead
+	// (see link), which keeps Buf at 32 bytes, two to a cache line.
+	win  uint64
+	size uint32 // frame size
+	id   uint32 // index in the pool's metadata array
+	refs atomic.Int32
+	// state packs the index of the Cache that handed the buffer out (or
+	// free), its class and its mark, the per-packet flags of the
+	// datapath's own (0 on Get). See ownedState.
+	state uint32
 }
 
+// window packs a data window for Buf.win.
+func window(head, n uint32) uint64 { return uint64(n)<<32 | uint64(head) }
+
+// link is the inbound-list link of a free buffer: id+1 of the next
+// buffer, 0 at the end.
+func (b *Buf) link() uint32 { return uint32(b.win) }
+
+func (b *Buf) setLink(next uint32) { b.win = uint64(next) }
+
+func (b *Buf) head() uint32    { return uint32(b.win) }
+func (b *Buf) dataLen() uint32 { return uint32(b.win >> 32) }
+
+func (b *Buf) owner() uint16 { return uint16(b.state) }
+
+func (b *Buf) setOwner(owner uint16) {
+	b.state = b.state&^stateOwnerMask | uint32(owner)
+}
+
+// maxFrame is larger than any frame Config allows (room up to 1 MiB plus
+// headroom up to 4 KiB).
+const maxFrame = 1 << 24
+
 func (b *Buf) frame() []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(nil, b.addr)), b.size)
+	// Slicing an array pointer costs one bound check; unsafe.Slice would
+	// add an overflow check on every call.
+	return (*[maxFrame]byte)(unsafe.Add(nil, b.addr))[:b.size:b.size]
 }
 
 // Bytes returns the data window. It aliases the frame: valid until the
 // buffer is freed.
 func (b *Buf) Bytes() []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(nil, b.addr+uintptr(b.head))), b.len)
+	return unsafe.Slice((*byte)(unsafe.Add(nil, b.addr+uintptr(b.head()))), b.dataLen())
 }
 
 // Frame returns the whole frame, headroom included, for a device to read
@@ -49,28 +93,30 @@ func (b *Buf) Bytes() []byte {
 func (b *Buf) Frame() []byte { return b.frame() }
 
 // Len returns the length of the data.
-func (b *Buf) Len() int { return int(b.len) }
+func (b *Buf) Len() int { return int(b.dataLen()) }
 
 // Headroom returns the free space before the data.
-func (b *Buf) Headroom() int { return int(b.head) }
+func (b *Buf) Headroom() int { return int(b.head()) }
 
 // Tailroom returns the free space after the data.
-func (b *Buf) Tailroom() int { return int(b.size - b.head - b.len) }
+func (b *Buf) Tailroom() int { return int(b.size - b.head() - b.dataLen()) }
 
 // ID returns the buffer's index in its pool, usable as a device buffer id
 // (see Cache.Build).
 func (b *Buf) ID() uint32 { return b.id }
 
 // Class returns the buffer's size class.
-func (b *Buf) Class() Class { return b.class }
+func (b *Buf) Class() Class { return Class(b.state >> stateClassShift) }
 
 // Mark returns the packet's mark: flags the datapath defines for itself
 // (such as "a virtio-net header precedes the data in the headroom"), like
 // the kernel's skb->mark. Get clears it.
-func (b *Buf) Mark() uint8 { return b.mark }
+func (b *Buf) Mark() uint8 { return uint8(b.state >> stateMarkShift) }
 
 // SetMark sets the packet's mark.
-func (b *Buf) SetMark(m uint8) { b.mark = m }
+func (b *Buf) SetMark(m uint8) {
+	b.state = b.state&stateOwnerClass | uint32(m)<<stateMarkShift
+}
 
 // SetData sets the data window to frame[off:off+n]. It reports false, and
 // changes nothing, if the window does not fit the frame; callers treat a
@@ -79,18 +125,17 @@ func (b *Buf) SetData(off, n int) bool {
 	if off < 0 || n < 0 || off > int(b.size) || n > int(b.size)-off {
 		return false
 	}
-	b.head, b.len = uint32(off), uint32(n)
+	b.win = window(uint32(off), uint32(n))
 	return true
 }
 
 // Prepend grows the data by n bytes at the front (skb_push) and returns the
 // new leading bytes, or false if the headroom is smaller than n.
 func (b *Buf) Prepend(n int) ([]byte, bool) {
-	if n < 0 || n > int(b.head) {
+	if n < 0 || n > int(b.head()) {
 		return nil, false
 	}
-	b.head -= uint32(n)
-	b.len += uint32(n)
+	b.win = window(b.head()-uint32(n), b.dataLen()+uint32(n))
 	return b.Bytes()[:n], true
 }
 
@@ -100,28 +145,27 @@ func (b *Buf) Append(n int) ([]byte, bool) {
 	if n < 0 || n > b.Tailroom() {
 		return nil, false
 	}
-	b.len += uint32(n)
-	return b.Bytes()[b.len-uint32(n):], true
+	b.win += uint64(n) << 32
+	return b.Bytes()[b.dataLen()-uint32(n):], true
 }
 
 // TrimFront removes n bytes from the front of the data (skb_pull), or
 // reports false if the data is shorter than n.
 func (b *Buf) TrimFront(n int) bool {
-	if n < 0 || n > int(b.len) {
+	if n < 0 || n > int(b.dataLen()) {
 		return false
 	}
-	b.head += uint32(n)
-	b.len -= uint32(n)
+	b.win = window(b.head()+uint32(n), b.dataLen()-uint32(n))
 	return true
 }
 
 // Truncate shortens the data to n bytes, or reports false if n is negative
 // or longer than the data.
 func (b *Buf) Truncate(n int) bool {
-	if n < 0 || n > int(b.len) {
+	if n < 0 || n > int(b.dataLen()) {
 		return false
 	}
-	b.len = uint32(n)
+	b.win = window(b.head(), uint32(n))
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"go.uber.org/goleak"
 	"softnet.dev/drop"
@@ -171,7 +172,7 @@ func TestGetBulkAllOrNothing(t *testing.T) {
 	}
 	seen := map[*Buf]bool{}
 	for _, b := range out {
-		if b == nil || seen[b] || b.owner == free || b.Len() != 0 {
+		if b == nil || seen[b] || b.owner() == free || b.Len() != 0 {
 			t.Fatalf("bad bulk result %v", out)
 		}
 		seen[b] = true
@@ -245,12 +246,12 @@ func TestSharedBufferFreedByLastHolder(t *testing.T) {
 	}
 	c.Consume(b)
 	c.Drop(b, drop.Filter)
-	if b.owner == free {
+	if b.owner() == free {
 		t.Fatal("freed before the last reference")
 	}
 	c.Consume(b)
-	if b.owner != free || b.Refs() != 1 {
-		t.Fatalf("after last free: owner %d refs %d", b.owner, b.Refs())
+	if b.owner() != free || b.Refs() != 1 {
+		t.Fatalf("after last free: owner %d refs %d", b.owner(), b.Refs())
 	}
 	s := c.Stats()
 	if s.Consumed != 2 || s.Drops[drop.Filter] != 1 || s.DoubleFrees != 0 {
@@ -275,7 +276,7 @@ func TestDoubleAndForeignFreesAreCounted(t *testing.T) {
 	if s.DoubleFrees != 3 || s.Foreign != 3 || s.Consumed != 1 || s.Drops.Total() != 0 {
 		t.Fatalf("stats %+v", s)
 	}
-	if fb.owner == free {
+	if fb.owner() == free {
 		t.Fatal("a foreign free changed the buffer")
 	}
 	qc.Consume(fb)
@@ -396,5 +397,13 @@ func TestUncachedGoesToTheDepot(t *testing.T) {
 	c.DropBulk(bulk, drop.NoRoute)
 	if s := c.Stats(); s.Refills != 2 || s.Flushes != 17 || s.Allocs != 17 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// Two buffers share a cache line, and none straddles two: the bulk paths
+// touch half as many lines as with padding to 40 bytes.
+func TestBufIs32Bytes(t *testing.T) {
+	if got := unsafe.Sizeof(Buf{}); got != 32 {
+		t.Fatalf("Buf is %d bytes, want 32", got)
 	}
 }

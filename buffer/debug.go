@@ -47,7 +47,7 @@ func (d *debugState) taken(_ *Cache, b *Buf) {
 	for i, v := range f {
 		if v != poisonByte {
 			d.report(fmt.Sprintf("buffer %d (class %d) written after free at frame offset %d; freed at %s",
-				b.id, b.class, i, site(&d.freedAt[b.id])))
+				b.id, b.Class(), i, site(&d.freedAt[b.id])))
 			break
 		}
 	}
@@ -63,7 +63,7 @@ func (d *debugState) reportDoubleFree(b *Buf) {
 	var now [siteDepth]uintptr
 	runtime.Callers(1, now[:])
 	d.report(fmt.Sprintf("double free of buffer %d (class %d) at %s; freed before at %s; taken at %s",
-		b.id, b.class, site(&now), site(&d.freedAt[b.id]), site(&d.takenAt[b.id])))
+		b.id, b.Class(), site(&now), site(&d.freedAt[b.id]), site(&d.takenAt[b.id])))
 }
 
 func (d *debugState) reportForeign() {

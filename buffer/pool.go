@@ -64,9 +64,8 @@ func NewPool(cfg Config) (*Pool, error) {
 			b.addr = base + uintptr(j*ci.frame)
 			b.size = uint32(ci.frame)
 			b.id = uint32(first + j)
-			b.class = Class(i)
 			b.refs.Store(1)
-			b.owner = free
+			b.state = ownedState(free, Class(i))
 			ci.depot.free = append(ci.depot.free, b)
 		}
 		first += ci.n
@@ -120,7 +119,7 @@ func (p *Pool) owns(b *Buf) bool {
 // sole reports whether b is a buffer of this pool in use by the given
 // cache with a single reference: the case whose free is only a push.
 func (p *Pool) sole(b *Buf, owner uint16) bool {
-	return p.owns(b) && b.owner == owner && b.refs.Load() == 1
+	return p.owns(b) && b.owner() == owner && b.refs.Load() == 1
 }
 
 // LeakError lists the buffers that were not returned when the pool was
@@ -154,9 +153,9 @@ func (p *Pool) Check() error {
 	var leaked []uint32
 	for i := range p.meta {
 		b := &p.meta[i]
-		if b.owner != free {
+		if b.owner() != free {
 			e.Outstanding++
-			e.ByClass[b.class]++
+			e.ByClass[b.Class()]++
 			leaked = append(leaked, b.id)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // inbound is one class's deferred-free list of a cache (the kernel's
-// sd->defer_list): a stack of buffers linked by Buf.next, pushed by other
+// sd->defer_list): a stack of buffers linked by Buf.link, pushed by other
 // caches with one CAS and detached whole by the owner with one swap.
 // Push-and-take-all needs no ABA protection: nobody pops a single node.
 //
@@ -29,7 +29,7 @@ func packHead(n, top uint32) uint64 { return uint64(n)<<32 | uint64(top) }
 // is full or sealed the buffers stay in this cache instead.
 func (c *Cache) pushRemote(first, last *Buf, n uint32, owner uint16) {
 	dst := c.pool.caches[owner].Load()
-	in := &dst.inbound[first.class]
+	in := &dst.inbound[first.Class()]
 	for {
 		old := in.head.Load()
 		count := uint32(old >> 32)
@@ -37,7 +37,7 @@ func (c *Cache) pushRemote(first, last *Buf, n uint32, owner uint16) {
 			c.keep(first, n)
 			return
 		}
-		last.next = uint32(old)
+		last.setLink(uint32(old))
 		if in.head.CompareAndSwap(old, packHead(count+n, first.id+1)) {
 			c.ctr.n[ctrRemoteFrees] += uint64(n)
 			if half := dst.deferMax / 2; count < half && count+n >= half && dst.kick != nil {
@@ -53,7 +53,7 @@ func (c *Cache) pushRemote(first, last *Buf, n uint32, owner uint16) {
 // becomes the buffers' owner at their next Get.
 func (c *Cache) keep(b *Buf, n uint32) {
 	for ; n > 0; n-- {
-		next := b.next
+		next := b.link()
 		c.push(b)
 		c.ctr.n[ctrRemoteKept]++
 		b = c.pool.lookup(next - 1)
@@ -95,13 +95,13 @@ func (c *Cache) Drain() int {
 
 // popChain takes the top buffer of the class's chain; the chain must not
 // be empty.
-func (c *Cache) popChain(st *stack) *Buf {
+func (c *Cache) popChain(st *stack, class Class) *Buf {
 	b := &c.pool.meta[st.chain-1]
-	// Write before reading next: the line arrives owned (one coherence
+	// Write before reading the link: the line arrives owned (one coherence
 	// miss instead of a shared read and then an upgrade at the write that
-	// follows).
-	b.len = 0
-	st.chain = b.next
+	// follows). The value is the one already there.
+	b.state = ownedState(free, class)
+	st.chain = b.link()
 	st.chainLen--
 	if st.chain == 0 && st.nwaiting > 0 {
 		st.chain = st.waiting[0]
