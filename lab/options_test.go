@@ -36,7 +36,7 @@ func TestVariants(t *testing.T) {
 	if got := names(Options{Peers: true}); !slices.Equal(got, []string{KernelVeth, NaiveGo, Softnet}) {
 		t.Errorf("default variants %v", got)
 	}
-	want := []string{KernelVeth, NaiveGo, "no-cache/batch-1", "napi-cache", "+bulk", "+defer", "offload-off", OffloadOn}
+	want := []string{KernelVeth, NaiveGo, "no-cache/batch-1", "napi-cache", "+bulk", "+gro", "+defer", "offload-off", OffloadOn}
 	if got := names(Options{Peers: true, Ladder: true}); !slices.Equal(got, want) {
 		t.Errorf("ladder %v", got)
 	}
@@ -54,7 +54,7 @@ func TestVariants(t *testing.T) {
 	if nc := c("no-cache/batch-1"); !nc.Uncached || nc.Batch != 1 || !nc.Offload || nc.Bulk {
 		t.Errorf("no-cache/batch-1: %+v", nc)
 	}
-	if c("+bulk") != defaultSoftnet || c(OffloadOn) != defaultSoftnet || !c("+defer").Defer || c("offload-off").Offload {
+	if c("+gro") != defaultSoftnet || c(OffloadOn) != defaultSoftnet || c("+bulk").GRO || !c("+defer").Defer || !c("+defer").GRO || c("offload-off").Offload || c("offload-off").GRO {
 		t.Errorf("ladder steps: %+v", vs)
 	}
 	if reference(Options{Ladder: true}) != OffloadOn || reference(Options{}) != Softnet {

@@ -54,7 +54,7 @@ func openSoftnet(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (_ *
 		}
 	}()
 	for _, g := range p.guests() {
-		d, err := tun.Open(tun.Config{Name: g.dev, TAP: tap, NetNS: g.ns, Offload: c.Offload, BulkAlloc: c.Bulk})
+		d, err := tun.Open(tun.Config{Name: g.dev, TAP: tap, NetNS: g.ns, Offload: c.Offload, BulkAlloc: c.Bulk, GRO: c.GRO})
 		if err != nil {
 			return nil, err
 		}

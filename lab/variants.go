@@ -28,10 +28,12 @@ type softnetConfig struct {
 	Bulk     bool // tun.Config.BulkAlloc: one GetBulk per burst
 	Defer    bool // TX through txthread.Wrap: completions free remotely
 	Offload  bool // vnet header, checksum and segmentation offloads
+	GRO      bool // tun.Config.GRO: coalesce each burst's segments per flow
 }
 
-// defaultSoftnet is what `softnet switch` runs: offload on, batch 64, bulk.
-var defaultSoftnet = softnetConfig{Batch: engine.DefaultBatch, Bulk: true, Offload: true}
+// defaultSoftnet is what `softnet switch` runs: offload on, batch 64, bulk,
+// GRO.
+var defaultSoftnet = softnetConfig{Batch: engine.DefaultBatch, Bulk: true, Offload: true, GRO: true}
 
 // Variant is one datapath configuration measured by a run.
 type Variant struct {
@@ -59,7 +61,7 @@ func Variants(o Options) []Variant {
 		)
 	}
 	if !o.Ladder {
-		return append(vs, Variant{Name: Softnet, Desc: "softnet's default: offload on, batch 64, bulk allocation", kind: pathSoftnet, softnet: defaultSoftnet})
+		return append(vs, Variant{Name: Softnet, Desc: "softnet's default: offload on, batch 64, bulk allocation, GRO", kind: pathSoftnet, softnet: defaultSoftnet})
 	}
 	step := func(name, desc string, c softnetConfig) Variant {
 		return Variant{Name: name, Desc: desc, kind: pathSoftnet, softnet: c}
@@ -68,17 +70,18 @@ func Variants(o Options) []Variant {
 	napi := softnetConfig{Batch: engine.DefaultBatch, Offload: true}
 	bulk := napi
 	bulk.Bulk = true
-	deferred := bulk
+	deferred := defaultSoftnet
 	deferred.Defer = true
 	offOff := defaultSoftnet
-	offOff.Offload = false
+	offOff.Offload, offOff.GRO = false, false
 	return append(vs,
 		step("no-cache/batch-1", "no per-worker cache (every buffer from the locked depot), batch 1, offload on", noCache),
 		step("napi-cache", "per-worker cache, batch 64, one get per packet", napi),
-		step("+bulk", "+ one bulk get per burst (the default configuration)", bulk),
+		step("+bulk", "+ one bulk get per burst", bulk),
+		step("+gro", "+ GRO: each burst's segments of a flow leave as one GSO packet (the default configuration)", defaultSoftnet),
 		step("+defer", "+ TX on its own goroutine per queue: every free is a deferred remote free", deferred),
-		step("offload-off", "default configuration without the vnet header: the kernel segments and checksums", offOff),
-		step(OffloadOn, "default configuration (same as +bulk), measured beside offload-off", defaultSoftnet),
+		step("offload-off", "default configuration without the vnet header (so without GRO): the kernel segments and checksums", offOff),
+		step(OffloadOn, "default configuration (same as +gro), measured beside offload-off", defaultSoftnet),
 	)
 }
 

@@ -63,12 +63,12 @@ func echoRequest(src, dst netip.Addr) []byte {
 
 // The per-packet paths allocate nothing in steady state: receive with and
 // without a vnet header, transmit with a zero header, plain, with the
-// checksum finished here, segmented here, and whole.
+// checksum finished here, segmented here, whole, and coalesced by GRO.
 func TestSteadyStateAllocatesNothing(t *testing.T) {
 	_, c := newPool(t, buffer.Config{})
 	ns1, ns2 := netnstest.New(t), netnstest.New(t)
 	nameA, nameB := devName("sna"), devName("snb")
-	a := openDev(t, Config{Name: nameA, NetNS: ns1.Name, Offload: true})
+	a := openDev(t, Config{Name: nameA, NetNS: ns1.Name, Offload: true, GRO: true})
 	b := openDev(t, Config{Name: nameB, NetNS: ns2.Name})
 	addAddrs(t, ns1, nameA, hostV4, netip.Addr{})
 	addAddrs(t, ns2, nameB, peerV4, netip.Addr{})
@@ -137,6 +137,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 			}
 		}
 	}
+	four := make([]*buffer.Buf, 4)
 	transmit := func(d *Device, buf *buffer.Buf) {
 		one[0] = buf
 		if n, err := d.TxQueue(0).Transmit(c, one); n != 1 || err != nil {
@@ -182,6 +183,18 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 				transmit(a, recv(a, isUDP))
 			}
 		}},
+		{"coalesced", func() {
+			for i := range four {
+				if _, err := unix.Write(plain, payload[:1000]); err != nil {
+					t.Fatal(err)
+				}
+				four[i] = recv(a, isUDP)
+			}
+			// Back into A as one USO packet.
+			if n, err := a.TxQueue(0).Transmit(c, four); n != len(four) || err != nil {
+				t.Fatalf("Transmit = %d, %v", n, err)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		if allocs := testing.AllocsPerRun(100, tc.f); allocs != 0 {
@@ -196,5 +209,8 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 	if sb.CsumFinished == 0 {
 		t.Error("no checksum was finished")
+	}
+	if a.Info().Offloads&port.OffloadUSO4 != 0 && sa.Coalesced == 0 {
+		t.Error("the GRO case coalesced nothing")
 	}
 }

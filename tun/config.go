@@ -30,6 +30,13 @@ type Config struct {
 	// once the first packet of the burst has been read (TUN cannot say how
 	// many wait), and returns the unused ones at the end of the burst.
 	BulkAlloc bool
+	// GRO coalesces, in each burst given to Transmit, runs of segments of
+	// one TCP or UDP flow into GSO packets (see vnet.Coalescer), each
+	// written with one gathering write: fewer system calls, and the
+	// receiving stack handles one large packet instead of many. It needs
+	// Offload and applies to the GSO kinds the kernel accepted (TSO4,
+	// TSO6, USO4, USO6), with checksum offload.
+	GRO bool
 }
 
 func (cfg Config) withDefaults() (Config, error) {
@@ -57,6 +64,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("MTU %d outside [%d, %d]", cfg.MTU, MinMTU, MaxMTU)
 	case strings.ContainsAny(cfg.NetNS, "/\x00") || cfg.NetNS == "." || cfg.NetNS == "..":
 		return fail("invalid namespace name %q", cfg.NetNS)
+	case cfg.GRO && !cfg.Offload:
+		return fail("GRO needs offload: without a vnet header the device cannot take GSO packets")
 	}
 	return cfg, nil
 }

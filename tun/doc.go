@@ -23,6 +23,16 @@
 // in software. Unmarked packets go out with a zero header on a device with
 // IFF_VNET_HDR and as they are on one without.
 //
+// With Config.GRO as well, Transmit coalesces each burst before writing
+// it: runs of segments of one TCP or UDP flow (vnet.Coalescer) leave as one
+// TSO or USO packet, written with one writev of the merged headers and
+// every segment's payload, without a copy. It pays where small packets
+// reach a device that takes large ones: datagrams from a guest, which the
+// kernel never batches, or segments from a device without offloads. The
+// bursts are the engine's (up to its batch size per port), so GRO adds no
+// waiting. Stats counts the GSO packets built (Coalesced) and the packets
+// they carried (CoalescedSegs).
+//
 // A device with offloads reads every packet into a buffer of the class
 // that holds a 64 KiB frame (buffer.ClassGSO in the default pool), since
 // the size of the next packet is unknown before the read: the number of

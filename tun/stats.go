@@ -28,6 +28,11 @@ type Stats struct {
 	Segmented    uint64 `json:"segmented"`     // GSO packets segmented in software
 	Segments     uint64 `json:"segments"`      // segments of those written
 	CsumFinished uint64 `json:"csum_finished"` // checksums finished in software
+
+	// Coalesced counts the GSO packets GRO built and wrote (each also
+	// counts once in TxPackets); CoalescedSegs the packets they carried.
+	Coalesced     uint64 `json:"coalesced"`
+	CoalescedSegs uint64 `json:"coalesced_segs"`
 }
 
 // Counter indices of a queue's counters.
@@ -41,6 +46,8 @@ const (
 	cSegmented
 	cSegments
 	cCsumFinished
+	cCoalesced
+	cCoalescedSegs
 	cRxDrops                                      // + drop.Reason
 	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
 	numCounters = cTxDrops + int(drop.NumReasons)
@@ -69,15 +76,17 @@ func statsOf(qs []*counters) Stats {
 		q.pub.AddTo(sum)
 	}
 	s := Stats{
-		RxPackets:    sum[cRxPackets],
-		RxBytes:      sum[cRxBytes],
-		TxPackets:    sum[cTxPackets],
-		TxBytes:      sum[cTxBytes],
-		GSOIn:        sum[cGSOIn],
-		GSOOut:       sum[cGSOOut],
-		Segmented:    sum[cSegmented],
-		Segments:     sum[cSegments],
-		CsumFinished: sum[cCsumFinished],
+		RxPackets:     sum[cRxPackets],
+		RxBytes:       sum[cRxBytes],
+		TxPackets:     sum[cTxPackets],
+		TxBytes:       sum[cTxBytes],
+		GSOIn:         sum[cGSOIn],
+		GSOOut:        sum[cGSOOut],
+		Segmented:     sum[cSegmented],
+		Segments:      sum[cSegments],
+		CsumFinished:  sum[cCsumFinished],
+		Coalesced:     sum[cCoalesced],
+		CoalescedSegs: sum[cCoalescedSegs],
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])

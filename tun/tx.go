@@ -36,8 +36,18 @@ type txQueue struct {
 	zero     [vnet.HeaderLen]byte // the header of packets that need nothing
 	iov      [2]unix.Iovec        // zero header + data, for writev
 	segs     []*buffer.Buf
+	gro      *groState // nil without Config.GRO
 	ctr      counters
 	_        [cacheline.Size]byte
+}
+
+// groState is a queue's GRO scratch space.
+type groState struct {
+	plan *vnet.Coalescer
+	pkts [][]byte      // the burst's data
+	hdrs []vnet.Header // and vnet headers (zero if none)
+	hdr  [vnet.GROHeaderRoom]byte
+	iov  [1 + vnet.GROMaxSegments]unix.Iovec
 }
 
 var _ port.TxQueue = (*txQueue)(nil)
@@ -53,6 +63,28 @@ func (q *txQueue) init(d *Device, fd int) {
 	q.iov[0].SetLen(len(q.zero))
 	q.segs = make([]*buffer.Buf, initSegments)
 	q.ctr = newCounters()
+	if kinds := groKinds(q.offloads); d.gro && kinds != 0 {
+		q.gro = &groState{plan: vnet.NewCoalescer(q.layer, kinds, q.maxFrame)}
+	}
+}
+
+// groKinds returns the GSO packets GRO may build for a device with the
+// offloads o: every kind the kernel took, all of which need checksum
+// offload.
+func groKinds(o port.Offloads) vnet.GROKinds {
+	if o&port.OffloadCsum == 0 {
+		return 0
+	}
+	var k vnet.GROKinds
+	for _, m := range []struct {
+		o port.Offloads
+		k vnet.GROKinds
+	}{{port.OffloadTSO4, vnet.GROTCPv4}, {port.OffloadTSO6, vnet.GROTCPv6}, {port.OffloadUSO4, vnet.GROUDPv4}, {port.OffloadUSO6, vnet.GROUDPv6}} {
+		if o&m.o != 0 {
+			k |= m.k
+		}
+	}
+	return k
 }
 
 // Transmit writes every packet of bufs and frees it into c, or drops it
@@ -64,16 +96,29 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if q.dev.closed.Load() {
 		err = errClosed
 	}
-	for _, b := range bufs {
+	coalesce := q.gro != nil && len(bufs) > 1 && err == nil
+	if coalesce {
+		q.planGRO(bufs)
+	}
+	for i, b := range bufs {
+		n := 1
+		if coalesce {
+			if n = q.gro.plan.GROCount(i); n == 0 {
+				continue // sent or dropped with the packet that leads its run
+			}
+		}
 		if err != nil {
-			q.ctr.txDrop(drop.DevReady)
-			c.Drop(b, drop.DevReady)
+			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
 			continue
 		}
 		var ok bool
-		ok, err = q.send(c, b)
+		if n > 1 {
+			ok, err = q.sendRun(c, bufs, i)
+		} else {
+			ok, err = q.send(c, b)
+		}
 		if ok {
-			sent++
+			sent += n
 		}
 	}
 	q.ctr.publish()
@@ -81,6 +126,70 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
 	}
 	return sent, nil
+}
+
+// planGRO plans the coalescing of a burst.
+func (q *txQueue) planGRO(bufs []*buffer.Buf) {
+	g := q.gro
+	g.pkts, g.hdrs = g.pkts[:0], g.hdrs[:0]
+	for _, b := range bufs {
+		var h vnet.Header
+		if b.Mark()&MarkVnet != 0 && b.Headroom() >= vnet.HeaderLen {
+			h, _ = vnet.Decode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
+		}
+		g.pkts, g.hdrs = append(g.pkts, b.Bytes()), append(g.hdrs, h)
+	}
+	g.plan.Plan(g.pkts, g.hdrs)
+	clear(g.pkts) // they point into the buffers, which are about to go
+}
+
+// sendRun writes the GSO packet GRO planned for the run led by bufs[i],
+// with one writev of its headers and every packet's payload, and frees
+// the run's buffers. It reports whether it was sent, and returns an error
+// only if the device is gone.
+func (q *txQueue) sendRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (bool, error) {
+	g := q.gro
+	hdr := g.plan.GROHeaders(i, bufs[i].Bytes(), g.hdr[:])
+	iov := g.iov[:1]
+	iov[0].Base = &hdr[0]
+	iov[0].SetLen(len(hdr))
+	size := len(hdr) - vnet.HeaderLen
+	for j := i; j >= 0; j = g.plan.GRONext(j) {
+		p := g.plan.GROPayload(j, bufs[j].Bytes())
+		iov = append(iov, unix.Iovec{Base: &p[0]})
+		iov[len(iov)-1].SetLen(len(p))
+		size += len(p)
+	}
+	n := len(iov) - 1
+	res := q.writev(iov, size)
+	clear(iov) // the iovecs point into the buffers, which are about to go
+	if res.ok() {
+		q.ctr.n[cCoalesced]++
+		q.ctr.n[cCoalescedSegs] += uint64(n)
+		for j := i; j >= 0; j = g.plan.GRONext(j) {
+			c.Consume(bufs[j])
+		}
+		return true, nil
+	}
+	q.dropRun(c, bufs, i, n, true, res.reason)
+	if res.down != 0 {
+		return false, res.down
+	}
+	return false, nil
+}
+
+// dropRun drops bufs[i] with the reason, and with it the rest of the run
+// it leads if the burst was planned.
+func (q *txQueue) dropRun(c *buffer.Cache, bufs []*buffer.Buf, i, n int, planned bool, reason drop.Reason) {
+	if !planned || n == 1 {
+		q.ctr.txDrop(reason)
+		c.Drop(bufs[i], reason)
+		return
+	}
+	for j := i; j >= 0; j = q.gro.plan.GRONext(j) {
+		q.ctr.txDrop(reason)
+		c.Drop(bufs[j], reason)
+	}
 }
 
 // send transmits one packet and frees it. It reports whether it was sent,
@@ -284,22 +393,44 @@ func (q *txQueue) write(p []byte, mode hdrMode) result {
 	if mode == hdrInline {
 		n -= vnet.HeaderLen
 	}
+	if res, ok := q.checkSize(n); !ok {
+		return res // before &p[0]: p may be empty
+	}
+	if mode != hdrZero {
+		return q.syscall(unix.SYS_WRITE, unsafe.Pointer(&p[0]), len(p), n)
+	}
+	q.iov[1].Base = &p[0]
+	q.iov[1].SetLen(len(p))
+	res := q.writev(q.iov[:], n)
+	q.iov[1].Base = nil
+	return res
+}
+
+// writev writes one packet, n bytes after its vnet header, gathered from
+// iov, in one system call.
+func (q *txQueue) writev(iov []unix.Iovec, n int) result {
+	if res, ok := q.checkSize(n); !ok {
+		return res
+	}
+	return q.syscall(unix.SYS_WRITEV, unsafe.Pointer(&iov[0]), len(iov), n)
+}
+
+// checkSize checks the length of a packet after its vnet header.
+func (q *txQueue) checkSize(n int) (result, bool) {
 	switch {
 	case n > q.maxFrame:
-		return failed(drop.PktTooBig)
+		return failed(drop.PktTooBig), false
 	case n <= 0:
-		return failed(drop.PktTooSmall)
+		return failed(drop.PktTooSmall), false
 	}
+	return result{}, true
+}
+
+// syscall makes the write or writev of a packet of n bytes (after its
+// vnet header) and turns its outcome into a result.
+func (q *txQueue) syscall(trap uintptr, p unsafe.Pointer, arg, n int) result {
 	for {
-		var errno unix.Errno
-		if mode == hdrZero {
-			q.iov[1].Base = &p[0]
-			q.iov[1].SetLen(len(p))
-			_, _, errno = unix.Syscall(unix.SYS_WRITEV, uintptr(q.fd), uintptr(unsafe.Pointer(&q.iov[0])), uintptr(len(q.iov)))
-			q.iov[1].Base = nil
-		} else {
-			_, _, errno = unix.Syscall(unix.SYS_WRITE, uintptr(q.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		}
+		_, _, errno := unix.Syscall(trap, uintptr(q.fd), uintptr(p), uintptr(arg))
 		switch errno {
 		case 0:
 			q.ctr.n[cTxPackets]++

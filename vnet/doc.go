@@ -71,4 +71,18 @@
 // Segment takes all its buffers with one all-or-nothing bulk get, before
 // it copies anything: running out of buffers costs no copying and leaves
 // nothing to undo.
+//
+// # Coalescing
+//
+// A Coalescer does the reverse for a device that takes GSO packets (GRO):
+// it plans, over one burst, which consecutive segments of a flow can
+// leave as one GSO packet, with the kernel's rules (tcp_gro_receive,
+// udp_gro_receive): identical headers but for lengths, checksums, IPv4
+// IDs and PSH; following sequence numbers; equal sizes but for a shorter
+// last segment. It copies nothing: it gives the merged headers and each
+// segment's payload for a gathering write. Untrusted input does not
+// change what it is built on: a segment whose finished checksum does not
+// verify is never merged, so merging cannot make a corrupted packet look
+// whole, and what Segment makes of a merged packet is exactly the packets
+// it was made from (FuzzCoalesce checks this).
 package vnet

@@ -9,13 +9,15 @@ import (
 	"strings"
 )
 
-// PortSpec is one --port argument: kind:NAME[,netns=NS][,queues=N][,offload=on|off].
+// PortSpec is one --port argument:
+// kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off].
 type PortSpec struct {
 	TAP     bool
 	Name    string
 	NetNS   string
 	Queues  int  // 0: one per worker
 	Offload bool // default on
+	GRO     bool // default on with offload; needs it
 }
 
 func (p PortSpec) String() string {
@@ -32,6 +34,8 @@ func (p PortSpec) String() string {
 	}
 	if !p.Offload {
 		s += ",offload=off"
+	} else if !p.GRO {
+		s += ",gro=off"
 	}
 	return s
 }
@@ -53,7 +57,8 @@ type Config struct {
 // ParsePort parses a --port value.
 func ParsePort(s string) (PortSpec, error) {
 	kind, rest, ok := strings.Cut(s, ":")
-	spec := PortSpec{Offload: true}
+	spec := PortSpec{Offload: true, GRO: true}
+	groSet := false
 	switch {
 	case !ok:
 		return spec, fmt.Errorf("port %q: want tun:NAME or tap:NAME", s)
@@ -84,18 +89,25 @@ func ParsePort(s string) (PortSpec, error) {
 				return spec, fmt.Errorf("port %q: queues %q: want 1 to 256", s, v)
 			}
 			spec.Queues = n
-		case "offload":
-			switch v {
-			case "on":
-				spec.Offload = true
-			case "off":
-				spec.Offload = false
-			default:
-				return spec, fmt.Errorf("port %q: offload %q: want on or off", s, v)
+		case "offload", "gro":
+			on := v == "on"
+			if !on && v != "off" {
+				return spec, fmt.Errorf("port %q: %s %q: want on or off", s, k, v)
+			}
+			if k == "offload" {
+				spec.Offload = on
+			} else {
+				spec.GRO, groSet = on, true
 			}
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload)", s, k)
+			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro)", s, k)
 		}
+	}
+	if !spec.Offload {
+		if groSet && spec.GRO {
+			return spec, fmt.Errorf("port %q: gro=on needs offload=on: without a vnet header the device cannot take GSO packets", s)
+		}
+		spec.GRO = false
 	}
 	return spec, nil
 }

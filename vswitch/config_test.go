@@ -16,12 +16,24 @@ func TestParsePort(t *testing.T) {
 	if p.String() != "tun:sn0,netns=guest1,queues=2,offload=off" {
 		t.Fatalf("String = %s", p)
 	}
-	if p, err := ParsePort("tap:t0"); err != nil || !p.TAP || !p.Offload || p.Queues != 0 {
+	if p, err := ParsePort("tap:t0"); err != nil || !p.TAP || !p.Offload || !p.GRO || p.Queues != 0 {
 		t.Fatalf("%+v %v", p, err)
+	}
+	// GRO follows offload unless set, and cannot go without it.
+	for in, want := range map[string]string{
+		"tun:g,gro=off":             "tun:g,gro=off",
+		"tun:g,gro=on":              "tun:g",
+		"tun:g,offload=off":         "tun:g,offload=off",
+		"tun:g,offload=off,gro=off": "tun:g,offload=off",
+	} {
+		p, err := ParsePort(in)
+		if err != nil || p.String() != want || p.GRO != (p.Offload && !strings.Contains(in, "gro=off")) {
+			t.Errorf("ParsePort(%q) = %+v (%s), %v; want %s", in, p, p, err, want)
+		}
 	}
 	for _, bad := range []string{"", "sn0", "veth:x", "tun:", "tun:this-name-is-too-long", "tun:a/b",
 		"tun:x,queues=0", "tun:x,queues=many", "tun:x,offload=maybe", "tun:x,netns=", "tun:x,netns=../etc",
-		"tun:x,colour=blue", "tun:x,queues"} {
+		"tun:x,colour=blue", "tun:x,queues", "tun:x,gro=yes", "tun:x,offload=off,gro=on"} {
 		if _, err := ParsePort(bad); err == nil {
 			t.Errorf("ParsePort(%q) accepted", bad)
 		}

@@ -9,6 +9,7 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/tun"
 )
 
 // Report is what the switch prints, and writes as JSON, when it stops.
@@ -19,8 +20,17 @@ type Report struct {
 	Buffers buffer.Stats         `json:"buffers"`
 	Leaked  int                  `json:"leaked_buffers"`
 	Leak    string               `json:"leak_check"` // "ok" or the leak check's error
+	// Devices are the TUN/TAP devices' own counters: offloads done in
+	// software or passed on, and GRO.
+	Devices []DeviceStats `json:"devices"`
 	// Services are the built-in services' counters.
 	Services []ServiceStats `json:"services,omitempty"`
+}
+
+// DeviceStats are one device's counters.
+type DeviceStats struct {
+	Port string `json:"port"`
+	tun.Stats
 }
 
 func newReport(s engine.Stats) *Report {
@@ -62,6 +72,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if !any {
 		fmt.Fprintln(w, "  none")
+	}
+	fmt.Fprintln(w, "\noffloads:")
+	for _, d := range r.Devices {
+		fmt.Fprintf(w, "  %s: GSO in %d, GSO out %d, segmented %d into %d, checksums finished %d, coalesced %d from %d packets\n",
+			d.Port, d.GSOIn, d.GSOOut, d.Segmented, d.Segments, d.CsumFinished, d.Coalesced, d.CoalescedSegs)
 	}
 	for _, s := range r.Services {
 		e := s.Endpoint

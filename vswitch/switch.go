@@ -49,7 +49,7 @@ func Open(cfg Config, log *slog.Logger) (sw *Switch, err error) {
 		if q == 0 {
 			q = cfg.Workers
 		}
-		d, err := tun.Open(tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload})
+		d, err := tun.Open(tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload, BulkAlloc: true, GRO: spec.GRO})
 		if err != nil {
 			return nil, err
 		}
@@ -193,6 +193,9 @@ func (sw *Switch) Run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("workers did not stop within %v", stopTimeout)
 	}
 	rep := newReport(sw.engine.Stats())
+	for _, d := range sw.devices {
+		rep.Devices = append(rep.Devices, DeviceStats{Port: d.Info().Name, Stats: d.Stats()})
+	}
 	var errs []error
 	if err := sw.engine.Close(); err != nil {
 		errs = append(errs, err)

@@ -28,13 +28,16 @@ plus source addresses learned per port; TTL is decremented); TAP ports are
 bridged by MAC address. Addresses inside the guests are the operator's
 business: configure them with ip(8) once the switch has created the devices.
 
-A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off]:
+A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]:
   kind      tun or tap
   NAME      the device: created if missing (and removed at exit), else
             attached to and left as found
   netns     a named network namespace (ip netns add NS) to put it in
   queues    queues (default: one per worker)
   offload   virtio-net header with checksum and segmentation offloads (on)
+  gro       coalesce each burst's segments of a TCP or UDP flow into one
+            GSO packet for this port: one write instead of many (on with
+            offload; needs it)
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
@@ -115,7 +118,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
