@@ -222,11 +222,28 @@ func TestSwitchTUNGuests(t *testing.T) {
 
 func TestSwitchMixedOffload(t *testing.T) {
 	gs := newGuests(t, 2)
-	startSwitch(t, gs, 1, "offload=on", "offload=off")
+	stop := startSwitch(t, gs, 1, "offload=on", "offload=off")
 	// GSO super-packets from the offloading guest must be segmented in
-	// software for the other, in both directions of the connection.
+	// software for the other, in both directions of the connection; the
+	// other's segments are coalesced (GRO) for the offloading guest.
 	transfer(t, gs[0], gs[1], gs[1].v4, 5003, 64<<20)
 	transfer(t, gs[1], gs[0], gs[0].v6, 5004, 16<<20)
+	checkOffloads(t, stop())
+}
+
+// checkOffloads checks that the report of a switch between an offloading
+// port (0) and one without offloads (1) shows both ways of bridging them:
+// segmentation toward port 1, coalescing toward port 0.
+func checkOffloads(t *testing.T, rep *Report) {
+	t.Helper()
+	if len(rep.Devices) != 2 {
+		t.Fatalf("report has %d devices, want 2", len(rep.Devices))
+	}
+	on, off := rep.Devices[0], rep.Devices[1]
+	t.Logf("%s: GSO in %d, coalesced %d from %d; %s: segmented %d into %d", on.Port, on.GSOIn, on.Coalesced, on.CoalescedSegs, off.Port, off.Segmented, off.Segments)
+	if off.Segmented == 0 || on.Coalesced == 0 || on.CoalescedSegs < 2*on.Coalesced {
+		t.Errorf("offloads not bridged both ways: %+v, %+v", on, off)
+	}
 }
 
 func TestSwitchMultiQueue(t *testing.T) {
@@ -354,8 +371,9 @@ func TestSwitchSurvivesDeletedDevice(t *testing.T) {
 func TestSwitchTAPBridge(t *testing.T) {
 	gs := newGuests(t, 2)
 	cfg := Config{Workers: 1}
-	for _, g := range gs {
-		p, err := ParsePort("tap:" + g.dev + ",netns=" + g.ns.Name)
+	for i, g := range gs {
+		// As in TestSwitchMixedOffload: GRO and segmentation of frames.
+		p, err := ParsePort("tap:" + g.dev + ",netns=" + g.ns.Name + map[bool]string{true: ",offload=off"}[i == 1])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,10 +386,17 @@ func TestSwitchTAPBridge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Report, 1)
 	go func() { rep, _ := sw.Run(ctx); done <- rep }()
-	t.Cleanup(func() {
+	stop := func() *Report {
 		cancel()
-		if rep := <-done; rep == nil || rep.Leak != "ok" {
-			t.Errorf("report %+v", rep)
+		rep := <-done
+		if rep == nil || rep.Leak != "ok" {
+			t.Fatalf("report %+v", rep)
+		}
+		return rep
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			stop()
 		}
 	})
 	// One L2 segment: ARP and neighbour discovery cross the bridge.
@@ -381,6 +406,9 @@ func TestSwitchTAPBridge(t *testing.T) {
 	}
 	ping(t, gs[0], "198.18.9.2")
 	ping(t, gs[1], "2001:db8:9::1")
+	transfer(t, gs[0], gs[1], "198.18.9.2", 5005, 16<<20)
+	transfer(t, gs[1], gs[0], "2001:db8:9::1", 5006, 16<<20)
+	checkOffloads(t, stop())
 }
 
 // TestSwitchCommandSIGTERM runs the real binary and stops it with SIGTERM
