@@ -92,6 +92,11 @@ func (c *Cache) Stats() CacheStats {
 	return s
 }
 
+// Exhausted returns the number of gets and bulk gets that found the pool
+// empty. Owner only; it costs one load, so that a poll loop can tell a
+// round that found no packets from one that could not take any.
+func (c *Cache) Exhausted() uint64 { return c.ctr.n[ctrExhausted] }
+
 // Publish makes the owner's counters visible to Pool.Stats. Counters are
 // plain fields so that the hot path has no atomics; the engine publishes
 // once per poll round, which costs a few loads and stores only for the

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,6 +13,7 @@ import (
 type poller struct {
 	epfd, efd int
 	events    [16]unix.EpollEvent
+	kick      [1]unix.PollFd // the eventfd alone, for waitKick
 }
 
 func newPoller(fds []int) (*poller, error) {
@@ -25,6 +27,7 @@ func newPoller(fds []int) (*poller, error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	p := &poller{epfd: epfd, efd: efd}
+	p.kick[0] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
 	for _, fd := range append([]int{efd}, fds...) {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
@@ -49,6 +52,18 @@ func (p *poller) wait() error {
 		_, _ = unix.Read(p.efd, buf[:]) // reset; EAGAIN if the wakeup was a queue
 		return nil
 	}
+}
+
+// waitKick blocks until the eventfd is written or the timeout passes,
+// ignoring the queues.
+func (p *poller) waitKick(timeout time.Duration) error {
+	ts := unix.NsecToTimespec(timeout.Nanoseconds())
+	if _, err := unix.Ppoll(p.kick[:], &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		return fmt.Errorf("ppoll: %w", err)
+	}
+	var buf [8]byte
+	_, _ = unix.Read(p.efd, buf[:]) // reset; EAGAIN after a timeout
+	return nil
 }
 
 // wake makes wait return; safe from any goroutine.

@@ -15,6 +15,7 @@ const (
 	wBusyRounds           // rounds that found packets
 	wIdleRounds           // rounds that found none
 	wSleeps               // times the worker slept in epoll_wait
+	wStarved              // rounds that found the pool empty and waited for buffers
 	wPanics               // program panics (each cost a batch)
 	wBatchSizes           // numBatchBuckets histogram counters follow
 	workerCounters = wBatchSizes + numBatchBuckets
@@ -43,6 +44,7 @@ type WorkerStats struct {
 	BusyRounds uint64            `json:"busy_rounds"`
 	IdleRounds uint64            `json:"idle_rounds"`
 	Sleeps     uint64            `json:"sleeps"`
+	Starved    uint64            `json:"starved"` // waits for buffers: the pool was empty, packets waited
 	Panics     uint64            `json:"program_panics"`
 	BatchSizes map[string]uint64 `json:"batch_sizes"` // "lo-hi" -> bursts
 }
@@ -79,7 +81,7 @@ func (e *Engine) Stats() Stats {
 		w.pub.AddTo(vals)
 		ws := WorkerStats{
 			Rounds: vals[wRounds], BusyRounds: vals[wBusyRounds], IdleRounds: vals[wIdleRounds],
-			Sleeps: vals[wSleeps], Panics: vals[wPanics], BatchSizes: map[string]uint64{},
+			Sleeps: vals[wSleeps], Starved: vals[wStarved], Panics: vals[wPanics], BatchSizes: map[string]uint64{},
 		}
 		for i := range numBatchBuckets {
 			if n := vals[wBatchSizes+i]; n > 0 {

@@ -132,6 +132,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 	idle, rounds := 0, 0
 	for !w.stop.Load() {
 		w.cache.Drain()
+		exhausted := w.cache.Exhausted()
 		work := w.runPollers()
 		work += w.round()
 		w.ctr[wRounds]++
@@ -145,12 +146,40 @@ func (w *worker) run(wg *sync.WaitGroup) {
 		if rounds++; rounds%publishEvery == 0 {
 			w.publish()
 		}
-		if work == 0 && cfg.IdlePolls >= 0 && idle >= cfg.IdlePolls {
+		switch {
+		case work > 0 || cfg.IdlePolls < 0:
+		case w.cache.Exhausted() != exhausted:
+			// Packets wait but no buffer does: polling again at once
+			// would spin (a readable TUN file wakes epoll at once), so
+			// wait for buffers to come home, as a driver whose refill
+			// failed retries later.
+			w.starve()
+			idle = 0
+		case idle >= cfg.IdlePolls:
 			w.sleep()
 			idle = 0
 		}
 	}
 	w.publish()
+}
+
+// starveWait bounds a starved worker's wait: kicks from remote frees end
+// it sooner, but buffers may also come back through the depot, which
+// kicks no one.
+const starveWait = 200 * time.Microsecond
+
+// starve waits for buffers: for a kick (the inbound list of remote frees
+// is half full), Stop, or starveWait.
+func (w *worker) starve() {
+	w.ctr[wStarved]++
+	w.sleeping.Store(true)
+	if !w.stop.Load() {
+		if err := w.poll.waitKick(starveWait); err != nil {
+			w.e.cfg.Log.Error("worker wait", "worker", w.index, "err", err)
+		}
+	}
+	w.sleeping.Store(false)
+	w.now = int64(time.Since(w.epoch))
 }
 
 func (w *worker) publish() {
