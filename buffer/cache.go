@@ -289,10 +289,10 @@ func (c *Cache) releaseBulk(bufs []*Buf) uint64 {
 	var rc remoteChain
 	counted := uint64(0)
 	for len(bufs) > 0 {
-		k := c.pushRun(bufs)
-		counted += uint64(k)
-		if bufs = bufs[k:]; len(bufs) == 0 {
-			break
+		if k := c.pushRun(bufs); k > 0 {
+			counted += uint64(k)
+			bufs = bufs[k:]
+			continue
 		}
 		b := bufs[0]
 		bufs = bufs[1:]
@@ -326,28 +326,14 @@ func (c *Cache) pushOne(b *Buf) bool {
 }
 
 // pushRun frees the leading buffers of bufs that are the common case, an
-// unshared buffer of this cache with room on its stack, and returns how
-// many it freed. Runs of one class go through a loop that makes no calls
-// and carries nothing but its index, so that everything else stays in
+// unshared buffer of this cache of the first one's class with room on its
+// stack, and returns how many it freed. Its loop makes no calls and
+// carries nothing but its index, so that everything else stays in
 // registers.
 func (c *Cache) pushRun(bufs []*Buf) int {
 	if c.debug != nil {
 		return 0
 	}
-	done := 0
-	for done < len(bufs) {
-		k := c.pushClassRun(bufs[done:])
-		if k == 0 {
-			break
-		}
-		done += k
-	}
-	return done
-}
-
-// pushClassRun is pushRun for the leading buffers that share the first
-// one's class.
-func (c *Cache) pushClassRun(bufs []*Buf) int {
 	base, size, owner := c.pool.metaBase, c.pool.metaSize, c.index
 	first := bufs[0]
 	// A buffer of another cache, the remote free of a TX completion,
