@@ -76,8 +76,8 @@ func TestLabLadder(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := checkJSONLines(t, &js)
-	if len(lines) != 16 {
-		t.Errorf("%d JSON result lines, want 16", len(lines))
+	if len(lines) != 2*len(want) {
+		t.Errorf("%d JSON result lines, want %d", len(lines), 2*len(want))
 	}
 	for key, obj := range lines {
 		if v, _ := obj["value"].(float64); !(v > 0) {
@@ -98,8 +98,8 @@ func TestLabLadder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rects, _ := parseSVG(t, svg); rects != 16+3 {
-		t.Errorf("%d rects in the chart, want 19", rects)
+	if rects, _ := parseSVG(t, svg); rects != 2*len(want)+3 {
+		t.Errorf("%d rects in the chart, want %d", rects, 2*len(want)+3)
 	}
 	var table bytes.Buffer
 	if err := WriteTable(&table, rep); err != nil {
