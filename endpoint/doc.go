@@ -21,13 +21,18 @@
 //     any other.
 //
 // For every (endpoint, worker) pair there are exactly four single-producer
-// single-consumer rings, and they are the only state the worker shares
-// with the application: receive (worker → application, views), refill
+// single-consumer rings: receive (worker → application, views), refill
 // (application → worker, releases), fill (worker → application, empty
-// send buffers) and send (application → worker). Which buffers are lent,
-// to whom, under which generation, and how many each endpoint holds, is
-// kept by the owning worker in plain arrays, without atomics or locks.
-// Buffers are never freed on the application's goroutine.
+// send buffers) and send (application → worker). Besides them, the worker
+// shares with the application only a table of frames by buffer id, which
+// it writes once per buffer and the application only reads. A view
+// crosses the receive ring as a buffer id, a generation and offsets into
+// the frame, and the application never touches a buffer's metadata, so
+// that what each core writes stays off the lines the other reads. Which
+// buffers are lent, to whom, under which generation, and how many each
+// endpoint holds, is kept by the owning worker in plain arrays, without
+// atomics or locks. Buffers are never freed on the application's
+// goroutine.
 //
 // # Misuse
 //

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"softnet.dev/buffer"
+	"softnet.dev/internal/cacheline"
 	"softnet.dev/ring"
 )
 
@@ -12,19 +13,25 @@ import (
 type lane struct {
 	ep     *Endpoint
 	ws     *workerState
-	rx     *ring.SPSC[View]        // worker → application: lent views
+	rx     *ring.SPSC[lend]        // worker → application: lent views
 	refill *ring.SPSC[token]       // application → worker: releases
 	fill   *ring.SPSC[*buffer.Buf] // worker → application: empty send buffers (home lane only)
 	send   *ring.SPSC[*buffer.Buf] // application → worker: sent packets (home lane only)
 
 	// Worker-owned.
-	quota    int    // most views this lane may have lent at once
-	lent     int    // views lent and not yet back
-	stocked  int    // send buffers handed out through fill and not yet back
-	stage    []View // this Deliver's views, enqueued at its end
-	reclaim  bool   // the endpoint's close has been handled
-	ctr      laneCounters
-	appStage []token // application-owned: releases not yet enqueued
+	_       [cacheline.Size]byte
+	quota   int    // most views this lane may have lent at once
+	lent    int    // views lent and not yet back
+	stocked int    // send buffers handed out through fill and not yet back
+	stage   []lend // this Deliver's views, enqueued at its end
+	reclaim bool   // the endpoint's close has been handled
+	ctr     laneCounters
+
+	// Application-owned, on lines of its own: the worker writes its part
+	// at every delivery and the application this at every release.
+	_        [cacheline.Size]byte
+	appStage []token // releases not yet enqueued
+	_        [cacheline.Size]byte
 }
 
 // laneCounters are written by one goroutine each (the worker, or the
@@ -38,9 +45,9 @@ type laneCounters struct {
 func add(c *atomic.Uint64, n int) { c.Store(c.Load() + uint64(n)) }
 
 func newLane(e *Endpoint, ws *workerState, ringSize, quota int, home bool) (*lane, error) {
-	l := &lane{ep: e, ws: ws, quota: quota, stage: make([]View, 0, 64)}
+	l := &lane{ep: e, ws: ws, quota: quota, stage: make([]lend, 0, 64)}
 	var err error
-	if l.rx, err = ring.NewSPSC[View](pow2(ringSize)); err != nil {
+	if l.rx, err = ring.NewSPSC[lend](pow2(ringSize)); err != nil {
 		return nil, err
 	}
 	// Every token stands for a view the lane has lent, so a refill ring

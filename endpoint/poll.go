@@ -48,7 +48,7 @@ func (ws *workerState) refill(c *buffer.Cache, l *lane) int {
 	for {
 		k := l.refill.DequeueBurst(ws.tokens)
 		for _, tk := range ws.tokens[:k] {
-			id := int(tk.buf.ID())
+			id := int(tk.id)
 			if id >= len(ws.lentTo) || ws.lentTo[id] != l || ws.gen[id] != tk.gen {
 				// Never free what is not provably ours: a stale or forged
 				// token would free a buffer someone else holds.
@@ -57,9 +57,8 @@ func (ws *workerState) refill(c *buffer.Cache, l *lane) int {
 			}
 			ws.lentTo[id] = nil
 			l.lent--
-			ws.free(c, tk.buf)
+			ws.free(c, ws.bufOf[id])
 		}
-		clear(ws.tokens[:k])
 		total += k
 		if k < len(ws.tokens) {
 			break
@@ -89,9 +88,9 @@ func (ws *workerState) stock(c *buffer.Cache, l *lane) int {
 		return 0 // exhausted: try again next round
 	}
 	for _, b := range bufs {
-		ws.lentTo[b.ID()] = l
-		ws.gen[b.ID()] = sendGen
-		ws.bufOf[b.ID()] = b
+		id := ws.know(b)
+		ws.lentTo[id] = l
+		ws.gen[id] = sendGen
 	}
 	// The fill ring has room for want: it holds at most what is stocked.
 	n := l.fill.EnqueueBurst(bufs)
@@ -111,11 +110,11 @@ func (ws *workerState) stock(c *buffer.Cache, l *lane) int {
 func (ws *workerState) reclaimLane(c *buffer.Cache, l *lane) {
 	ws.refill(c, l)
 	reclaimed := 0
-	var v [1]View
-	for l.rx.DequeueBurst(v[:]) == 1 {
-		ws.lentTo[v[0].buf.ID()] = nil
+	var x [1]lend
+	for l.rx.DequeueBurst(x[:]) == 1 {
+		ws.lentTo[x[0].id] = nil
 		l.lent--
-		ws.free(c, v[0].buf)
+		ws.free(c, ws.bufOf[x[0].id])
 		reclaimed++
 	}
 	if l.fill != nil {

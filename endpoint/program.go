@@ -2,7 +2,6 @@ package endpoint
 
 import (
 	"encoding/binary"
-	"net/netip"
 
 	"softnet.dev/packet"
 	"softnet.dev/program"
@@ -11,8 +10,9 @@ import (
 var _ program.Program = (*Table)(nil)
 
 // Run gives every undecided packet addressed to a bound flow the table's
-// Deliver verdict, and notes its endpoint and view for Deliver so that
-// the headers are parsed once. Fragments are left alone (no reassembly).
+// Deliver verdict, and notes its endpoint and where its payload is for
+// Deliver, so that the headers are parsed once. Fragments are left alone
+// (no reassembly).
 func (t *Table) Run(b *program.Batch) {
 	if b.Worker >= len(t.workers) {
 		return
@@ -24,32 +24,44 @@ func (t *Table) Run(b *program.Batch) {
 		return
 	}
 	verdict := program.DeliverVerdict(t.cfg.Consumer)
+	// The packets of a batch mostly go to one flow: remember the last
+	// lookup, so that a run of them hashes its key once.
+	var last probe
+	var lastEp *Endpoint
 	for i, buf := range b.Bufs {
 		h, ok := b.Undecided(i)
 		if !ok || h.Fragment || (h.Proto != packet.EtherTypeIPv4 && h.Proto != packet.EtherTypeIPv6) {
 			continue
 		}
-		e := lookup(m, h)
+		if p := probeOf(h); p != last {
+			last, lastEp = p, lookup(m, h)
+		}
+		e := lastEp
 		if e == nil {
 			continue
 		}
-		v, ok := makeView(buf.Bytes(), h, e.flow.Raw)
-		if !ok {
+		// Written field by field in place: a value built on the stack and
+		// copied here would be read with wide loads right after its
+		// narrow stores, and stall on store forwarding, every packet.
+		ws.pend = append(ws.pend, pending{})
+		p := &ws.pend[len(ws.pend)-1]
+		p.buf, p.ep = buf, e
+		if !p.lend.locate(buf.Bytes(), buf.Headroom(), h, e.flow.Raw) {
+			ws.pend = ws.pend[:len(ws.pend)-1]
 			continue // malformed: whoever comes next decides
 		}
 		b.Verdicts[i] = verdict
-		ws.pend = append(ws.pend, pending{buf: buf, ep: e, view: v})
 	}
 }
 
-// makeView slices a parsed packet into a view, bounded by the IP and UDP
-// lengths (a device may pad).
-func makeView(d []byte, h *packet.Headers, raw bool) (View, bool) {
+// locate sets x to a parsed packet and its payload, as offsets into the
+// frame of the data d (which starts head bytes into it), bounded by the
+// IP and UDP lengths (a device may pad), or reports false.
+func (x *lend) locate(d []byte, head int, h *packet.Headers, raw bool) bool {
 	end := h.L3Off + h.L3Len
 	if end > len(d) || h.L3Off < 0 {
-		return View{}, false
+		return false
 	}
-	v := View{Packet: d[h.L3Off:end]}
 	off := h.L4Off
 	if off == 0 { // a protocol Parse does not know: after the IP header
 		off = h.L3Off + packet.IPv6HeaderLen
@@ -58,21 +70,20 @@ func makeView(d []byte, h *packet.Headers, raw bool) (View, bool) {
 		}
 	}
 	if off > end {
-		return View{}, false
+		return false
 	}
-	if raw {
-		v.Src, v.Dst = netip.AddrPortFrom(h.SrcIP, 0), netip.AddrPortFrom(h.DstIP, 0)
-		v.Payload = d[off:end]
-		return v, true
+	pay, payEnd := off, end
+	if !raw {
+		if off+packet.UDPHeaderLen > end {
+			return false
+		}
+		ulen := int(binary.BigEndian.Uint16(d[off+4:]))
+		if ulen < packet.UDPHeaderLen || off+ulen > end {
+			return false
+		}
+		pay, payEnd = off+packet.UDPHeaderLen, off+ulen
 	}
-	if off+packet.UDPHeaderLen > end {
-		return View{}, false
-	}
-	ulen := int(binary.BigEndian.Uint16(d[off+4:]))
-	if ulen < packet.UDPHeaderLen || off+ulen > end {
-		return View{}, false
-	}
-	v.Src, v.Dst = netip.AddrPortFrom(h.SrcIP, h.SrcPort), netip.AddrPortFrom(h.DstIP, h.DstPort)
-	v.Payload = d[off+packet.UDPHeaderLen : off+ulen]
-	return v, true
+	x.pkt, x.end = uint32(head+h.L3Off), uint32(head+end)
+	x.pay, x.payEnd = uint32(head+pay), uint32(head+payEnd)
+	return true
 }

@@ -167,6 +167,20 @@ func (t *Table) forget(e *Endpoint) {
 	t.eps.Store(&eps)
 }
 
+// probe is what lookup reads of a packet's headers: packets with equal
+// probes find the same endpoint. Its zero value matches no packet, whose
+// destination address is always valid.
+type probe struct {
+	dst   netip.Addr
+	port  uint16
+	proto uint8
+	l4    bool
+}
+
+func probeOf(h *packet.Headers) probe {
+	return probe{dst: h.DstIP, port: h.DstPort, proto: h.IPProto, l4: h.L4Off > 0}
+}
+
 // lookup finds the endpoint of a parsed packet: UDP by address and port,
 // then raw by protocol and address.
 func lookup(m map[flowKey]*Endpoint, h *packet.Headers) *Endpoint {

@@ -9,23 +9,34 @@ import (
 	"softnet.dev/internal/cacheline"
 )
 
-// workerState is what one worker keeps about lending. Everything but efd
-// and armed is touched by that worker alone (or by Close once the workers
-// have stopped), so none of it needs atomics.
+// workerState is what one worker keeps about lending. Everything but
+// frames, efd and armed is touched by that worker alone (or by Close
+// once the workers have stopped), so none of it needs atomics. The
+// groups are on lines of their own: the worker writes the scratch slices
+// at every packet, and the application reads frames and armed at every
+// receive and release.
 type workerState struct {
 	_      [cacheline.Size]byte
 	t      *Table
 	index  int
-	lentTo []*lane       // by buffer id: the lane holding it, nil if none
-	gen    []uint32      // by buffer id: generation of its last lend, or sendGen
-	bufOf  []*buffer.Buf // by buffer id: the buffer, for the scan at close
-	pend   []pending     // matched by Run, consumed by Deliver
-	staged []*lane       // lanes with views staged in this Deliver
+	lentTo []*lane  // by buffer id: the lane holding it, nil if none
+	gen    []uint32 // by buffer id: generation of its last lend, or sendGen
+	// bufOf and frames are by buffer id the buffer and its frame, set by
+	// know when the worker first hands the buffer out and never changed:
+	// releases name buffers by id, and the application finds the frame
+	// of a lend in frames, the one table it reads.
+	bufOf  []*buffer.Buf
+	frames [][]byte
+
+	_      [cacheline.Size]byte
+	pend   []pending // matched by Run, consumed by Deliver
+	staged []*lane   // lanes with views staged in this Deliver
 	tokens []token
 	frees  []*buffer.Buf
 
 	// The send queue's wakeup: an application that releases or sends
 	// while the worker sleeps writes efd (only if armed).
+	_     [cacheline.Size]byte
 	efd   int
 	armed atomic.Bool
 	_     [cacheline.Size]byte
@@ -35,7 +46,7 @@ type workerState struct {
 type pending struct {
 	buf  *buffer.Buf
 	ep   *Endpoint
-	view View
+	lend lend
 }
 
 const scratch = 64
@@ -51,11 +62,23 @@ func newWorkerState(t *Table, index int) (*workerState, error) {
 		lentTo: make([]*lane, t.capacity),
 		gen:    make([]uint32, t.capacity),
 		bufOf:  make([]*buffer.Buf, t.capacity),
+		frames: make([][]byte, t.capacity),
 		pend:   make([]pending, 0, 256),
 		tokens: make([]token, scratch),
 		frees:  make([]*buffer.Buf, 0, scratch),
 		efd:    efd,
 	}, nil
+}
+
+// know records buf in bufOf and frames, the first time, and returns its
+// id. A buffer's metadata and frame never move, so the entries are
+// written once, and the lines the application reads stay shared.
+func (ws *workerState) know(buf *buffer.Buf) uint32 {
+	id := buf.ID()
+	if ws.bufOf[id] == nil {
+		ws.bufOf[id], ws.frames[id] = buf, buf.Frame()
+	}
+	return id
 }
 
 // kick wakes the worker if it sleeps; called by applications after they

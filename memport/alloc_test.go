@@ -20,6 +20,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	bulk := mustGen(t, GenConfig{Bulk: true, Flows: 8, Layer: packet.L3})
 	single := mustGen(t, GenConfig{Flows: 8, Sizes: []int{64, 1500}, Layer: packet.L2})
 	mixed := mustGen(t, GenConfig{Bulk: true, Sizes: []int{64, 1500, 9000}, Layer: packet.L3})
+	headersOnly := mustGen(t, GenConfig{Bulk: true, Flows: 8, Sizes: []int{1500, 9000}, Layer: packet.L3, HeadersOnly: true})
 	toLight := mustGen(t, GenConfig{Bulk: true, Flows: 8, Layer: packet.L3})
 	toFull := mustGen(t, GenConfig{Bulk: true, Flows: 8, Layer: packet.L3})
 	light := mustSink(t, SinkConfig{Validate: ValidateLight, Layer: packet.L3})
@@ -47,6 +48,10 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		}},
 		{"generator mixed classes", func() {
 			n, _ := mixed.RxQueue(0).Receive(c, bufs[:8])
+			c.ConsumeBulk(bufs[:n])
+		}},
+		{"generator headers only", func() {
+			n, _ := headersOnly.RxQueue(0).Receive(c, bufs[:8])
 			c.ConsumeBulk(bufs[:n])
 		}},
 		{"sink light inline", func() {

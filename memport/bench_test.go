@@ -1,6 +1,7 @@
 package memport
 
 import (
+	"fmt"
 	"testing"
 
 	"softnet.dev/buffer"
@@ -42,6 +43,27 @@ func BenchmarkGenerator(b *testing.B) {
 			}
 			perPacket(b)
 		})
+	}
+}
+
+// BenchmarkGeneratorSize: bulk bursts of IPv4 packets by size, with the
+// payload written or not (HeadersOnly). Only the former grows with size.
+func BenchmarkGeneratorSize(b *testing.B) {
+	for _, size := range []int{64, 1500, 65000} {
+		for _, hdrOnly := range []bool{false, true} {
+			b.Run(fmt.Sprintf("size=%d/headers-only=%v", size, hdrOnly), func(b *testing.B) {
+				_, c := benchSetup(b)
+				g := mustGen(b, GenConfig{Bulk: true, Flows: 16, Sizes: []int{size}, Layer: packet.L3, HeadersOnly: hdrOnly})
+				rx := g.RxQueue(0)
+				bufs := make([]*buffer.Buf, benchBurst)
+				b.ReportAllocs()
+				for b.Loop() {
+					n, _ := rx.Receive(c, bufs)
+					c.ConsumeBulk(bufs[:n])
+				}
+				perPacket(b)
+			})
+		}
 	}
 }
 

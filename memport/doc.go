@@ -35,6 +35,14 @@
 // sink validates a payload with one memory compare, and the UDP checksum
 // (verified by a Full sink) covers the whole datagram.
 //
+// GenConfig.HeadersOnly emulates a device that writes payloads by DMA,
+// at no cost to the CPU: the generator writes the headers and the payload
+// header, with MagicHeadersOnly, and leaves the pattern out, so that the
+// rest of the payload is whatever the frame held. Such a packet has no
+// UDP checksum (0), since nobody summed its payload; a sink checks its
+// headers and sequence, not its payload, and counts it apart
+// (SinkStats.HeadersOnly) rather than as bad.
+//
 // Addresses come only from the benchmarking ranges 198.18.0.0/15 (RFC
 // 2544) and 2001:db8::/32 (RFC 3849); see FlowAddrs.
 //

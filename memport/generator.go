@@ -41,6 +41,19 @@ type GenConfig struct {
 	// Pool, if set, is checked at construction to have a class for every
 	// size. Receive works with any cache's pool either way.
 	Pool *buffer.Pool
+	// HeadersOnly makes the generator a DMA device: per packet it writes
+	// the headers and the payload header (sequence number included) and
+	// nothing else, so that its cost per packet does not grow with the
+	// packet's size. The rest of the payload is whatever the frame held
+	// (zeros in a fresh frame, an earlier packet's bytes otherwise), as
+	// if a NIC had written it without the CPU. The payload header
+	// carries MagicHeadersOnly, and the UDP checksum is 0 ("none", RFC
+	// 768): the generator cannot sum bytes it does not write. That is
+	// valid for IPv4 but not for IPv6 (RFC 8200), whose receivers
+	// outside softnet would drop the packets. A Sink checks everything
+	// but the payload and the checksum, and counts these packets in
+	// SinkStats.HeadersOnly.
+	HeadersOnly bool
 }
 
 // GenStats counts what a Generator produced.
@@ -54,12 +67,13 @@ type GenStats struct {
 // package documentation for the packets). Each RxQueue belongs to one
 // worker; Stats may be called from anywhere.
 type Generator struct {
-	info   port.Info
-	t      *templates
-	count  uint64
-	bulk   bool
-	queues []genQueue
-	closed atomic.Bool
+	info        port.Info
+	t           *templates
+	count       uint64
+	bulk        bool
+	headersOnly bool
+	queues      []genQueue
+	closed      atomic.Bool
 }
 
 var (
@@ -122,10 +136,11 @@ func NewGenerator(name string, cfg GenConfig) (*Generator, error) {
 		}
 	}
 	g := &Generator{
-		t:      buildTemplates(cfg.Flows, sizes, cfg.IPv6, cfg.Layer),
-		count:  cfg.Count,
-		bulk:   cfg.Bulk,
-		queues: make([]genQueue, cfg.Queues),
+		t:           buildTemplates(cfg.Flows, sizes, cfg.IPv6, cfg.Layer, cfg.HeadersOnly),
+		count:       cfg.Count,
+		bulk:        cfg.Bulk,
+		headersOnly: cfg.HeadersOnly,
+		queues:      make([]genQueue, cfg.Queues),
 	}
 	largest := 0
 	for _, sz := range g.t.sizes {
@@ -320,10 +335,12 @@ func (q *genQueue) allocEach(c *buffer.Cache, out []*buffer.Buf) int {
 // fill writes the next packets into empty buffers and returns their bytes:
 // per packet one copy of the template (and of the pattern behind it, for
 // packets larger than a template), the sequence number, and the checksum
-// adjusted for it.
+// adjusted for it. With HeadersOnly it copies the template's headers and
+// writes the sequence number, and that is all.
 func (q *genQueue) fill(out []*buffer.Buf) uint64 {
 	t := q.g.t
 	pat := t.pattern
+	hdrOnly := q.g.headersOnly
 	flows, sizes := q.flows, t.sizes
 	fi, si := q.fi, q.si
 	var bytes uint64
@@ -332,17 +349,23 @@ func (q *genQueue) fill(out []*buffer.Buf) uint64 {
 		fl := &flows[fi]
 		d, _ := b.Append(sz.frame) // fits: the class was chosen for it
 		tmpl := t.slots[fl.slot+si*t.stride:][:sz.prefix]
-		copy(d, tmpl)
-		if sz.frame > sz.prefix {
-			copy(d[sz.prefix:], pat[sz.prefix-t.patOff:sz.frame-t.patOff])
-		}
 		seq := fl.seq
 		fl.seq++
-		binary.BigEndian.PutUint64(d[t.seqOff:], seq)
-		// The old checksum comes from the template, not from d: a narrow
-		// load from what the copy just stored with wide stores would
-		// wait for store forwarding to fail.
-		binary.BigEndian.PutUint16(d[t.csumOff:], addSeq(binary.BigEndian.Uint16(tmpl[t.csumOff:]), seq))
+		if hdrOnly {
+			// The checksum stays 0: see GenConfig.HeadersOnly.
+			copy(d, tmpl[:t.patOff])
+			binary.BigEndian.PutUint64(d[t.seqOff:], seq)
+		} else {
+			copy(d, tmpl)
+			if sz.frame > sz.prefix {
+				copy(d[sz.prefix:], pat[sz.prefix-t.patOff:sz.frame-t.patOff])
+			}
+			binary.BigEndian.PutUint64(d[t.seqOff:], seq)
+			// The old checksum comes from the template, not from d: a
+			// narrow load from what the copy just stored with wide
+			// stores would wait for store forwarding to fail.
+			binary.BigEndian.PutUint16(d[t.csumOff:], addSeq(binary.BigEndian.Uint16(tmpl[t.csumOff:]), seq))
+		}
 		bytes += uint64(sz.frame)
 		if si++; si == len(sizes) {
 			si = 0

@@ -15,7 +15,9 @@ import (
 
 // checkPacket verifies one generated packet completely, independently of
 // the sink's validation code, and returns its flow and sequence number.
-func checkPacket(t *testing.T, b *buffer.Buf, layer packet.Layer, ipv6 bool, size int) (flow uint32, seq uint64) {
+// For a HeadersOnly generator's packet (hdrOnly) it checks everything but
+// the payload after the payload header.
+func checkPacket(t *testing.T, b *buffer.Buf, layer packet.Layer, ipv6, hdrOnly bool, size int) (flow uint32, seq uint64) {
 	t.Helper()
 	d := b.Bytes()
 	var h packet.Headers
@@ -44,16 +46,28 @@ func checkPacket(t *testing.T, b *buffer.Buf, layer packet.Layer, ipv6 bool, siz
 	if !prefix.Contains(h.SrcIP) || !prefix.Contains(h.DstIP) {
 		t.Errorf("addresses %v -> %v outside %v", h.SrcIP, h.DstIP, prefix)
 	}
-	if h.IPProto != packet.ProtoUDP || h.L4Off == 0 || !packet.TransportChecksumOK(d, &h) {
-		t.Fatalf("not UDP or bad UDP checksum: %+v", h)
+	if h.IPProto != packet.ProtoUDP || h.L4Off == 0 {
+		t.Fatalf("not UDP: %+v", h)
 	}
 	app := d[h.L4Off+packet.UDPHeaderLen:]
-	if binary.BigEndian.Uint32(app) != Magic {
-		t.Errorf("magic %#x", binary.BigEndian.Uint32(app))
-	}
-	for i, c := range app[HeaderLen:] {
-		if c != PatternByte(i) {
-			t.Fatalf("payload byte %d = %#x, want %#x", i, c, PatternByte(i))
+	if hdrOnly {
+		if csum := binary.BigEndian.Uint16(d[h.L4Off+6:]); csum != 0 {
+			t.Errorf("headers only: UDP checksum %#x, want 0 (none)", csum)
+		}
+		if binary.BigEndian.Uint32(app) != MagicHeadersOnly {
+			t.Errorf("headers only: magic %#x", binary.BigEndian.Uint32(app))
+		}
+	} else {
+		if !packet.TransportChecksumOK(d, &h) {
+			t.Errorf("bad UDP checksum")
+		}
+		if binary.BigEndian.Uint32(app) != Magic {
+			t.Errorf("magic %#x", binary.BigEndian.Uint32(app))
+		}
+		for i, c := range app[HeaderLen:] {
+			if c != PatternByte(i) {
+				t.Fatalf("payload byte %d = %#x, want %#x", i, c, PatternByte(i))
+			}
 		}
 	}
 	flow, seq = binary.BigEndian.Uint32(app[4:]), binary.BigEndian.Uint64(app[8:])
@@ -108,7 +122,7 @@ func testGeneratorPackets(t *testing.T, ipv6 bool, layer packet.Layer, bulk bool
 			for i, b := range bufs[:n] {
 				k := round*len(bufs) + i
 				size := sizes[k%len(sizes)]
-				flow, seq := checkPacket(t, b, layer, ipv6, size)
+				flow, seq := checkPacket(t, b, layer, ipv6, false, size)
 				if int(flow)%queues != q {
 					t.Errorf("flow %d on queue %d", flow, q)
 				}
@@ -119,10 +133,10 @@ func testGeneratorPackets(t *testing.T, ipv6 bool, layer packet.Layer, bulk bool
 				if wantGSO := size > 2048-14; (b.Class() == buffer.ClassGSO) != wantGSO {
 					t.Errorf("%d-byte packet in class %d", size, b.Class())
 				}
-				if _, _, ok := checkFull(b.Bytes(), layer, new(packet.Headers)); !ok {
+				if _, ok := checkFull(b.Bytes(), layer, new(packet.Headers)); !ok {
 					t.Error("sink full validation rejects a generated packet")
 				}
-				if _, _, ok := checkLight(b.Bytes(), len(b.Bytes())-size); !ok {
+				if _, ok := checkLight(b.Bytes(), len(b.Bytes())-size); !ok {
 					t.Error("sink light validation rejects a generated packet")
 				}
 			}
@@ -145,6 +159,75 @@ func testGeneratorPackets(t *testing.T, ipv6 bool, layer packet.Layer, bulk bool
 	leakCheck(t, pool)
 }
 
+func TestGeneratorHeadersOnly(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		for _, layer := range []packet.Layer{packet.L3, packet.L2} {
+			t.Run(fmt.Sprintf("ipv6=%v/%s", ipv6, layerName(layer)), func(t *testing.T) { testGeneratorHeadersOnly(t, ipv6, layer) })
+		}
+	}
+}
+
+// A HeadersOnly generator writes each packet's headers and payload header
+// and leaves the rest of the payload as the frame held it.
+func testGeneratorHeadersOnly(t *testing.T, ipv6 bool, layer packet.Layer) {
+	pool := newPool(t, buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 8}, {Room: 65536, Count: 4}}})
+	c := newCache(t, pool)
+	// Every frame of the pool holds stale bytes, whichever the generator
+	// takes.
+	const stale = 0xa5
+	for cl, n := range []int{8, 4} {
+		all := make([]*buffer.Buf, n)
+		if err := c.GetBulk(all, buffer.Class(cl)); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range all {
+			f := b.Frame()
+			for i := range f {
+				f[i] = stale
+			}
+		}
+		c.ConsumeBulk(all)
+	}
+	sizes := []int{64, 1500, 9000}
+	const flows = 2
+	g := mustGen(t, GenConfig{Flows: flows, Sizes: sizes, IPv6: ipv6, Layer: layer, Bulk: true, HeadersOnly: true, Pool: pool})
+	bufs := make([]*buffer.Buf, 6)
+	next := map[uint32]uint64{}
+	for round := range 3 {
+		n, err := g.RxQueue(0).Receive(c, bufs)
+		if n != len(bufs) || err != nil {
+			t.Fatalf("Receive = %d, %v", n, err)
+		}
+		for i, b := range bufs[:n] {
+			size := sizes[i%len(sizes)]
+			flow, seq := checkPacket(t, b, layer, ipv6, true, size)
+			if seq != next[flow] {
+				t.Errorf("round %d: flow %d: seq %d, want %d", round, flow, seq, next[flow])
+			}
+			next[flow] = seq + 1
+			d := b.Bytes()
+			for j, v := range d[g.t.patOff:] {
+				if v != stale {
+					t.Fatalf("%d-byte packet: payload byte %d written (%#x)", size, HeaderLen+j, v)
+				}
+			}
+			for name, check := range map[string]func() (stamp, bool){
+				"full":  func() (stamp, bool) { return checkFull(d, layer, new(packet.Headers)) },
+				"light": func() (stamp, bool) { return checkLight(d, len(d)-size) },
+			} {
+				if st, ok := check(); !ok || !st.headersOnly || st.flow != flow || st.seq != seq {
+					t.Errorf("sink %s validation: %+v, %v", name, st, ok)
+				}
+			}
+		}
+		c.ConsumeBulk(bufs[:n])
+	}
+	if len(next) != flows {
+		t.Errorf("saw %d flows, want %d", len(next), flows)
+	}
+	leakCheck(t, pool)
+}
+
 // The checksum adjustment must hold for any sequence number, carries
 // included: start flows near interesting values and let the UDP checksum
 // check judge.
@@ -158,7 +241,7 @@ func TestGeneratorSeqChecksum(t *testing.T) {
 			bufs := make([]*buffer.Buf, 6)
 			n, _ := g.RxQueue(0).Receive(c, bufs)
 			for i, b := range bufs[:n] {
-				if _, seq := checkPacket(t, b, packet.L3, ipv6, []int{64, 65, 333}[i%3]); seq != start+uint64(i) {
+				if _, seq := checkPacket(t, b, packet.L3, ipv6, false, []int{64, 65, 333}[i%3]); seq != start+uint64(i) {
 					t.Errorf("seq %d, want %d", seq, start+uint64(i))
 				}
 			}

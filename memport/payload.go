@@ -11,8 +11,12 @@ import (
 
 // Payload header constants; see the package documentation for the layout.
 const (
-	// Magic starts every generated UDP payload ("snet").
+	// Magic starts every generated UDP payload ("snet") whose bytes after
+	// the payload header are the pattern.
 	Magic uint32 = 0x736e6574
+	// MagicHeadersOnly starts the UDP payload of a HeadersOnly generator
+	// ("snho"), whose bytes after the payload header are not generated.
+	MagicHeadersOnly uint32 = 0x736e686f
 	// HeaderLen is the size of the payload header: magic, flow, sequence.
 	HeaderLen = 16
 	// MaxFlows bounds the flow ids a generator produces and a sink tracks,
@@ -73,9 +77,9 @@ func FlowAddrs(flow int, ipv6 bool) (src, dst netip.AddrPort) {
 }
 
 // putHeader writes a payload header.
-func putHeader(b []byte, flow uint32, seq uint64) {
+func putHeader(b []byte, magic, flow uint32, seq uint64) {
 	_ = b[HeaderLen-1]
-	binary.BigEndian.PutUint32(b[0:], Magic)
+	binary.BigEndian.PutUint32(b[0:], magic)
 	binary.BigEndian.PutUint32(b[flowOff:], flow)
 	binary.BigEndian.PutUint64(b[seqOff:], seq)
 }
@@ -94,70 +98,93 @@ func addSeq(csum uint16, seq uint64) uint16 {
 	return 0xffff
 }
 
+// stamp is what a valid payload header says.
+type stamp struct {
+	flow        uint32
+	seq         uint64
+	headersOnly bool // MagicHeadersOnly: the payload after the header was not generated
+}
+
 // checkLight validates what the benchmark can afford: the IP version and
 // protocol, that the IP and UDP lengths agree with each other and fit the
 // packet, and the magic. It reads only fixed offsets, each after a length
 // check, so any bytes are safe.
-func checkLight(d []byte, l2 int) (flow uint32, seq uint64, ok bool) {
+func checkLight(d []byte, l2 int) (stamp, bool) {
 	if len(d) < l2+packet.IPv4HeaderLen+udpHdrPlusHeader {
-		return 0, 0, false
+		return stamp{}, false
 	}
 	ip := d[l2:]
 	var hdr, ipLen int
 	switch ip[0] >> 4 {
 	case 4:
 		if ip[0] != 0x45 || ip[9] != packet.ProtoUDP || l2 != 0 && binary.BigEndian.Uint16(d[12:]) != packet.EtherTypeIPv4 {
-			return 0, 0, false
+			return stamp{}, false
 		}
 		hdr, ipLen = packet.IPv4HeaderLen, int(binary.BigEndian.Uint16(ip[2:]))
 	case 6:
 		if ip[6] != packet.ProtoUDP || l2 != 0 && binary.BigEndian.Uint16(d[12:]) != packet.EtherTypeIPv6 {
-			return 0, 0, false
+			return stamp{}, false
 		}
 		hdr, ipLen = packet.IPv6HeaderLen, packet.IPv6HeaderLen+int(binary.BigEndian.Uint16(ip[4:]))
 	default:
-		return 0, 0, false
+		return stamp{}, false
 	}
 	// Bytes after the IP packet (Ethernet padding) are allowed, as
 	// packet.Parse allows them; a packet shorter than its header says is
 	// truncated.
 	if ipLen > len(ip) || ipLen < hdr+udpHdrPlusHeader {
-		return 0, 0, false
+		return stamp{}, false
 	}
 	return checkUDP(ip[hdr:ipLen])
 }
 
-// checkUDP checks the UDP length and the payload header magic of a whole
-// datagram of at least udpHdrPlusHeader bytes.
-func checkUDP(udp []byte) (flow uint32, seq uint64, ok bool) {
+// checkUDP checks the UDP length and the payload header magic (either
+// one) of a whole datagram of at least udpHdrPlusHeader bytes.
+func checkUDP(udp []byte) (stamp, bool) {
 	app := udp[packet.UDPHeaderLen:]
-	if int(binary.BigEndian.Uint16(udp[4:])) != len(udp) || binary.BigEndian.Uint32(app) != Magic {
-		return 0, 0, false
+	if int(binary.BigEndian.Uint16(udp[4:])) != len(udp) {
+		return stamp{}, false
 	}
-	return binary.BigEndian.Uint32(app[flowOff:]), binary.BigEndian.Uint64(app[seqOff:]), true
+	magic := binary.BigEndian.Uint32(app)
+	if magic != Magic && magic != MagicHeadersOnly {
+		return stamp{}, false
+	}
+	return stamp{
+		flow:        binary.BigEndian.Uint32(app[flowOff:]),
+		seq:         binary.BigEndian.Uint64(app[seqOff:]),
+		headersOnly: magic == MagicHeadersOnly,
+	}, true
 }
 
-// checkFull parses the packet with packet.Parse, verifies the UDP checksum
-// (which must be present) and everything checkLight does, and compares the
-// payload after the header with the pattern.
-func checkFull(d []byte, layer packet.Layer, h *packet.Headers) (flow uint32, seq uint64, ok bool) {
+// checkFull parses the packet with packet.Parse and checks everything
+// checkLight does. For a Magic packet it also verifies the UDP checksum
+// (which must be present) and compares the payload after the header with
+// the pattern; a MagicHeadersOnly packet must have no checksum, and its
+// payload is not generated, so there is nothing to compare it with.
+func checkFull(d []byte, layer packet.Layer, h *packet.Headers) (stamp, bool) {
 	if ok, _ := packet.Parse(d, layer, h); !ok || h.IPProto != packet.ProtoUDP || h.L4Off == 0 || h.Fragment {
-		return 0, 0, false
+		return stamp{}, false
 	}
 	end := h.L3Off + h.L3Len
-	if end-h.L4Off < udpHdrPlusHeader || !packet.TransportChecksumOK(d, h) {
-		return 0, 0, false
+	if end-h.L4Off < udpHdrPlusHeader {
+		return stamp{}, false
 	}
 	udp := d[h.L4Off:end]
-	if udp[6] == 0 && udp[7] == 0 { // "no checksum": the generator always sets one
-		return 0, 0, false
+	st, ok := checkUDP(udp)
+	if !ok {
+		return stamp{}, false
 	}
-	if flow, seq, ok = checkUDP(udp); !ok {
-		return 0, 0, false
+	noSum := udp[6] == 0 && udp[7] == 0
+	if st.headersOnly {
+		return st, noSum
+	}
+	// A Magic packet always has a checksum.
+	if noSum || !packet.TransportChecksumOK(d, h) {
+		return stamp{}, false
 	}
 	rest := udp[udpHdrPlusHeader:]
 	if !bytes.Equal(rest, pattern()[:len(rest)]) {
-		return 0, 0, false
+		return stamp{}, false
 	}
-	return flow, seq, true
+	return st, true
 }

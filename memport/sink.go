@@ -18,7 +18,9 @@ type Validation uint8
 const (
 	// ValidateFull parses the packet with packet.Parse, verifies the UDP
 	// checksum, the lengths and the payload header, and compares the
-	// payload with the pattern. For tests.
+	// payload with the pattern. For tests. A HeadersOnly generator's
+	// packet has neither a checksum nor a generated payload: only its
+	// headers are checked, and it is counted in SinkStats.HeadersOnly.
 	ValidateFull Validation = iota
 	// ValidateLight checks the IP version and protocol, the IP and UDP
 	// lengths, the magic, and tracks the flow's sequence: a few loads per
@@ -65,8 +67,13 @@ type SinkStats struct {
 	Bytes     uint64 `json:"bytes"`   // of all packets, valid or not
 	Lost      uint64 `json:"lost"`
 	Reordered uint64 `json:"reordered"`
-	Bad       uint64 `json:"bad"`       // failed validation (freed all the same)
-	FullRing  uint64 `json:"full_ring"` // dropped: a completion ring was full
+	Bad       uint64 `json:"bad"` // failed validation (freed all the same)
+	// HeadersOnly counts the valid packets of a HeadersOnly generator
+	// (GenConfig.HeadersOnly): their headers and sequence were checked,
+	// but they carry no payload the sink could check, whatever the
+	// Validation.
+	HeadersOnly uint64 `json:"headers_only"`
+	FullRing    uint64 `json:"full_ring"` // dropped: a completion ring was full
 }
 
 // Sink is a transmit-only port that validates every packet it is given,
@@ -98,7 +105,7 @@ type sinkQueue struct {
 	flows []uint64 // per flow id: the next expected sequence number
 	hdrs  packet.Headers
 	ctr   SinkStats
-	pub   [5]atomic.Uint64 // Packets..Bad
+	pub   [6]atomic.Uint64 // Packets..HeadersOnly
 
 	deferred *completer // nil for Inline
 
@@ -195,6 +202,7 @@ func (s *Sink) Stats() SinkStats {
 		t.Lost += q.pub[2].Load()
 		t.Reordered += q.pub[3].Load()
 		t.Bad += q.pub[4].Load()
+		t.HeadersOnly += q.pub[5].Load()
 		t.FullRing += q.fullRing.Load()
 	}
 	return t
@@ -263,34 +271,36 @@ func (q *sinkQueue) account(bufs []*buffer.Buf) {
 		}
 		d := b.Bytes()
 		ctr.Bytes += uint64(len(d))
-		var flow uint32
-		var seq uint64
+		var st stamp
 		var ok bool
 		if full {
-			flow, seq, ok = checkFull(d, q.s.info.Layer, &q.hdrs)
+			st, ok = checkFull(d, q.s.info.Layer, &q.hdrs)
 		} else {
-			flow, seq, ok = checkLight(d, q.l2)
+			st, ok = checkLight(d, q.l2)
 		}
-		if !ok || flow >= MaxFlows {
+		if !ok || st.flow >= MaxFlows {
 			ctr.Bad++
 			continue
 		}
 		ctr.Packets++
-		if int(flow) >= len(q.flows) {
-			q.grow(int(flow))
+		if st.headersOnly {
+			ctr.HeadersOnly++
 		}
-		next := &q.flows[flow]
+		if int(st.flow) >= len(q.flows) {
+			q.grow(int(st.flow))
+		}
+		next := &q.flows[st.flow]
 		switch {
-		case seq == *next:
-			*next = seq + 1
-		case seq > *next:
-			ctr.Lost += seq - *next
-			*next = seq + 1
+		case st.seq == *next:
+			*next = st.seq + 1
+		case st.seq > *next:
+			ctr.Lost += st.seq - *next
+			*next = st.seq + 1
 		default:
 			ctr.Reordered++
 		}
 	}
-	for i, v := range [...]uint64{ctr.Packets, ctr.Bytes, ctr.Lost, ctr.Reordered, ctr.Bad} {
+	for i, v := range [...]uint64{ctr.Packets, ctr.Bytes, ctr.Lost, ctr.Reordered, ctr.Bad, ctr.HeadersOnly} {
 		if v != q.pub[i].Load() {
 			q.pub[i].Store(v)
 		}

@@ -90,6 +90,39 @@ func TestSinkLightDetects(t *testing.T) {
 	leakCheck(t, pool)
 }
 
+// A HeadersOnly generator's packets are valid to both validations, which
+// count them apart and still check their headers, but not their payload.
+func TestSinkHeadersOnly(t *testing.T) {
+	pool := newPool(t, buffer.Config{})
+	c := newCache(t, pool)
+	for _, v := range []Validation{ValidateFull, ValidateLight} {
+		g := mustGen(t, GenConfig{Layer: packet.L3, Sizes: []int{64, 1500}, HeadersOnly: true})
+		s := mustSink(t, SinkConfig{Validate: v, Layer: packet.L3})
+		bufs := generate(t, g, c, 0, 8)          // seq 0..7
+		bufs[1].Bytes()[bufs[1].Len()-1] ^= 0xff // payload: not generated, not checked
+		bufs[2].Bytes()[20+8] ^= 0xff            // magic
+		bufs[6].Bytes()[20+7] = 1                // a checksum: only Full looks
+		c.Consume(bufs[4])                       // lost on the way
+		sent := append(bufs[:4:4], bufs[5:]...)
+		if n, err := s.TxQueue(0).Transmit(c, sent); n != len(sent) || err != nil {
+			t.Fatalf("Transmit = %d, %v", n, err)
+		}
+		want := SinkStats{Packets: 6, HeadersOnly: 6, Lost: 2, Bad: 1}
+		if v == ValidateFull {
+			want = SinkStats{Packets: 5, HeadersOnly: 5, Lost: 3, Bad: 2}
+		}
+		got := s.Stats()
+		got.Bytes = 0
+		if got != want {
+			t.Errorf("validation %d: stats %+v, want %+v", v, got, want)
+		}
+		if err := s.Close(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leakCheck(t, pool)
+}
+
 // Arbitrary bytes, and valid packets with random damage, must be counted
 // and freed, never crash.
 func TestSinkGarbage(t *testing.T) {

@@ -21,7 +21,8 @@ const (
 
 // templates are the generator's packets with sequence number 0, built once:
 // per packet the generator copies one and patches the sequence number and
-// the UDP checksum.
+// the UDP checksum. HeadersOnly templates carry MagicHeadersOnly and no
+// checksum.
 type templates struct {
 	l2      int // Ethernet header length, or 0
 	csumOff int // UDP checksum, in the frame
@@ -38,7 +39,7 @@ type sizeInfo struct {
 	prefix int // leading bytes taken from the template; the rest is pattern
 }
 
-func buildTemplates(flows int, sizes []int, ipv6 bool, layer packet.Layer) *templates {
+func buildTemplates(flows int, sizes []int, ipv6 bool, layer packet.Layer, headersOnly bool) *templates {
 	t := &templates{sizes: make([]sizeInfo, len(sizes))}
 	ipHdr, etherType := packet.IPv4HeaderLen, packet.EtherTypeIPv4
 	if ipv6 {
@@ -60,6 +61,10 @@ func buildTemplates(flows int, sizes []int, ipv6 bool, layer packet.Layer) *temp
 	t.slots = make([]byte, flows*len(sizes)*t.stride)
 	pat := pattern()
 	t.pattern = pat
+	magic := Magic
+	if headersOnly {
+		magic = MagicHeadersOnly
+	}
 	for si, size := range sizes {
 		sz := t.sizes[si]
 		udpLen := size - ipHdr
@@ -83,8 +88,11 @@ func buildTemplates(flows int, sizes []int, ipv6 bool, layer packet.Layer) *temp
 			binary.BigEndian.PutUint16(udp[2:], dst.Port())
 			binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
 			binary.BigEndian.PutUint16(udp[6:], 0)
-			putHeader(udp[packet.UDPHeaderLen:], uint32(f), 0)
+			putHeader(udp[packet.UDPHeaderLen:], magic, uint32(f), 0)
 			copy(udp[udpHdrPlusHeader:], pat)
+			if headersOnly {
+				continue // no checksum: the payload is not generated
+			}
 			pseudo := packet.PseudoHeaderChecksum(packet.ProtoUDP, src.Addr(), dst.Addr(), udpLen)
 			sum := packet.Checksum(udp[:udpHdrPlusHeader], pseudo+patSum)
 			if sum == 0 {
