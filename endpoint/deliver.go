@@ -16,6 +16,10 @@ func (t *Table) Deliver(w int, c *buffer.Cache, bufs []*buffer.Buf) {
 	}
 	ws := t.workers[w]
 	j := 0
+	// A burst mostly goes to one endpoint: read its closing flag, which
+	// Close may set at any time, once per run of its packets.
+	var last *Endpoint
+	closing := false
 	for _, buf := range bufs {
 		// Verdicts only ever move from Pass to decided, so the delivered
 		// buffers are the ones Run matched, in order. Anything else was
@@ -27,8 +31,11 @@ func (t *Table) Deliver(w int, c *buffer.Cache, bufs []*buffer.Buf) {
 		p := &ws.pend[j]
 		j++
 		l := p.ep.lanes[w]
+		if p.ep != last {
+			last, closing = p.ep, p.ep.closing.Load()
+		}
 		switch {
-		case p.ep.closing.Load():
+		case closing:
 			add(&l.ctr.closedDrops, 1)
 			c.Drop(buf, drop.NoRoute)
 		case l.lent+len(l.stage) >= l.quota:

@@ -116,7 +116,6 @@ func (b *Batch) Headers(i int) (*packet.Headers, bool) {
 	h := &b.hdrs[i]
 	if !b.parsed[i] {
 		b.parsed[i] = true
-		h.Reset()
 		if ok, reason := packet.Parse(b.Bufs[i].Bytes(), b.Layer, h); !ok {
 			b.Verdicts[i] = DropVerdict(reason)
 			h.L3Off = -1
