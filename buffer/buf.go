@@ -76,17 +76,21 @@ func (b *Buf) setOwner(owner uint16) {
 // headroom up to 4 KiB).
 const maxFrame = 1 << 24
 
-func (b *Buf) frame() []byte {
-	// Slicing an array pointer costs one bound check; unsafe.Slice would
-	// add an overflow check on every call.
-	return (*[maxFrame]byte)(unsafe.Add(nil, b.addr))[:b.size:b.size]
+// slice returns the n bytes at offset off of the frame, which the callers
+// keep inside it. Masking n with maxFrame-1 changes nothing, since no
+// frame is that long, but tells the compiler so: the slice expression
+// then needs no bound check, where unsafe.Slice would check for overflow
+// on every call. Frame and Bytes are on every packet's path.
+func (b *Buf) slice(off, n uint32) []byte {
+	n &= maxFrame - 1
+	return (*[maxFrame]byte)(unsafe.Add(nil, b.addr+uintptr(off)))[:n:n]
 }
+
+func (b *Buf) frame() []byte { return b.slice(0, b.size) }
 
 // Bytes returns the data window. It aliases the frame: valid until the
 // buffer is freed.
-func (b *Buf) Bytes() []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(nil, b.addr+uintptr(b.head()))), b.dataLen())
-}
+func (b *Buf) Bytes() []byte { return b.slice(b.head(), b.dataLen()) }
 
 // Frame returns the whole frame, headroom included, for a device to read
 // into before SetData describes what it wrote.
