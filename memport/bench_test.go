@@ -32,16 +32,7 @@ func BenchmarkGenerator(b *testing.B) {
 			name = "single"
 		}
 		b.Run(name, func(b *testing.B) {
-			_, c := benchSetup(b)
-			g := mustGen(b, GenConfig{Bulk: bulk, Flows: 16, Layer: packet.L3})
-			rx := g.RxQueue(0)
-			bufs := make([]*buffer.Buf, benchBurst)
-			b.ReportAllocs()
-			for b.Loop() {
-				n, _ := rx.Receive(c, bufs)
-				c.ConsumeBulk(bufs[:n])
-			}
-			perPacket(b)
+			benchGenerate(b, GenConfig{Bulk: bulk, Flows: 16, Layer: packet.L3})
 		})
 	}
 }
@@ -52,19 +43,24 @@ func BenchmarkGeneratorSize(b *testing.B) {
 	for _, size := range []int{64, 1500, 65000} {
 		for _, hdrOnly := range []bool{false, true} {
 			b.Run(fmt.Sprintf("size=%d/headers-only=%v", size, hdrOnly), func(b *testing.B) {
-				_, c := benchSetup(b)
-				g := mustGen(b, GenConfig{Bulk: true, Flows: 16, Sizes: []int{size}, Layer: packet.L3, HeadersOnly: hdrOnly})
-				rx := g.RxQueue(0)
-				bufs := make([]*buffer.Buf, benchBurst)
-				b.ReportAllocs()
-				for b.Loop() {
-					n, _ := rx.Receive(c, bufs)
-					c.ConsumeBulk(bufs[:n])
-				}
-				perPacket(b)
+				benchGenerate(b, GenConfig{Bulk: true, Flows: 16, Sizes: []int{size}, Layer: packet.L3, HeadersOnly: hdrOnly})
 			})
 		}
 	}
+}
+
+// benchGenerate receives bursts from a generator made with cfg and frees
+// them at once.
+func benchGenerate(b *testing.B, cfg GenConfig) {
+	_, c := benchSetup(b)
+	rx := mustGen(b, cfg).RxQueue(0)
+	bufs := make([]*buffer.Buf, benchBurst)
+	b.ReportAllocs()
+	for b.Loop() {
+		n, _ := rx.Receive(c, bufs)
+		c.ConsumeBulk(bufs[:n])
+	}
+	perPacket(b)
 }
 
 // BenchmarkSinkLight: a generator's bursts into a Light, Inline sink. The

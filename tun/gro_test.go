@@ -1,11 +1,8 @@
 package tun
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -87,60 +84,14 @@ func TestGROTCP(t *testing.T) {
 	devR := openDev(t, Config{Name: nameR, NetNS: nsR.Name, Offload: true, GRO: true})
 	addAddrs(t, nsS, nameS, hostV4, hostV6)
 	addAddrs(t, nsR, nameR, peerV4, peerV6)
-	const total = 4 << 20
-	payload := pattern(total, 1448)
+	payload := pattern(4<<20, 1448)
 	for _, v6 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ipv6=%v", v6), func(t *testing.T) {
 			peer := peerV4
 			if v6 {
 				peer = peerV6
 			}
-			var ln net.Listener
-			if err := nsR.Do(func() (err error) {
-				ln, err = net.Listen("tcp", netip.AddrPortFrom(peer, 0).String())
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			stop := make(chan struct{})
-			relayErr := make(chan error, 1)
-			go func() { relayErr <- relay(c, devS, devR, stop) }()
-			defer func() {
-				close(stop)
-				if err := <-relayErr; err != nil {
-					t.Errorf("relay: %v", err)
-				}
-			}()
-			deadline := time.Now().Add(20 * time.Second)
-			received := make(chan []byte, 1)
-			go func() {
-				conn, err := ln.Accept()
-				if err != nil {
-					received <- nil
-					return
-				}
-				defer conn.Close()
-				conn.SetDeadline(deadline)
-				got, _ := io.ReadAll(conn)
-				received <- got
-			}()
-			var conn net.Conn
-			if err := nsS.Do(func() (err error) {
-				d := net.Dialer{Deadline: deadline}
-				conn, err = d.Dial("tcp", ln.Addr().String())
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			conn.SetDeadline(deadline)
-			if _, err := conn.Write(payload); err != nil {
-				t.Errorf("write: %v", err)
-			}
-			conn.Close()
-			if got := <-received; !bytes.Equal(got, payload) {
-				t.Errorf("received %d bytes, want the %d sent intact", len(got), len(payload))
-			}
+			streamThroughRelay(t, c, devS, devR, nsS, nsR, peer, payload, 20*time.Second)
 		})
 	}
 	s := devR.Stats()

@@ -243,8 +243,7 @@ func relay(c *buffer.Cache, x, y *Device, stop <-chan struct{}) error {
 // relay, to B (TSO packets segmented here) and to C (passed whole).
 func TestGSOTCP(t *testing.T) {
 	r := newOffloadRig(t)
-	const total = 1 << 20
-	payload := pattern(total, 1448)
+	payload := pattern(1<<20, 1448)
 	for _, tc := range []struct {
 		name string
 		dev  *Device
@@ -256,53 +255,7 @@ func TestGSOTCP(t *testing.T) {
 				if v6 {
 					peer = peerV6
 				}
-				var ln net.Listener
-				if err := tc.ns.Do(func() (err error) {
-					ln, err = net.Listen("tcp", netip.AddrPortFrom(peer, 0).String())
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
-				defer ln.Close()
-				stop := make(chan struct{})
-				relayErr := make(chan error, 1)
-				go func() { relayErr <- relay(r.cache, r.devA, tc.dev, stop) }()
-				defer func() {
-					close(stop)
-					if err := <-relayErr; err != nil {
-						t.Errorf("relay: %v", err)
-					}
-				}()
-
-				deadline := time.Now().Add(10 * time.Second)
-				received := make(chan []byte, 1)
-				go func() {
-					conn, err := ln.Accept()
-					if err != nil {
-						received <- nil
-						return
-					}
-					defer conn.Close()
-					conn.SetDeadline(deadline)
-					got, _ := io.ReadAll(conn)
-					received <- got
-				}()
-				var conn net.Conn
-				if err := r.nsA.Do(func() (err error) {
-					d := net.Dialer{Deadline: deadline}
-					conn, err = d.Dial("tcp", ln.Addr().String())
-					return err
-				}); err != nil {
-					t.Fatal(err)
-				}
-				conn.SetDeadline(deadline)
-				if _, err := conn.Write(payload); err != nil {
-					t.Errorf("write: %v", err)
-				}
-				conn.Close()
-				if got := <-received; !bytes.Equal(got, payload) {
-					t.Errorf("received %d bytes, want the %d sent intact", len(got), len(payload))
-				}
+				streamThroughRelay(t, r.cache, r.devA, tc.dev, r.nsA, tc.ns, peer, payload, 10*time.Second)
 			})
 		}
 	}
@@ -310,5 +263,59 @@ func TestGSOTCP(t *testing.T) {
 	t.Logf("A: GSO in %d; B: %d segmented into %d; C: GSO out %d", sa.GSOIn, sb.Segmented, sb.Segments, sc.GSOOut)
 	if sa.GSOIn == 0 || sb.Segmented == 0 || sc.GSOOut == 0 {
 		t.Error("no TSO packet was received, segmented or passed whole")
+	}
+}
+
+// streamThroughRelay sends payload over TCP from nsFrom to a listener on
+// peer in nsTo while relay moves packets between the devices from (in
+// nsFrom) and to (in nsTo), and checks that it arrives intact within the
+// timeout.
+func streamThroughRelay(t *testing.T, c *buffer.Cache, from, to *Device, nsFrom, nsTo *netnstest.NS, peer netip.Addr, payload []byte, timeout time.Duration) {
+	t.Helper()
+	var ln net.Listener
+	if err := nsTo.Do(func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(peer, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stop := make(chan struct{})
+	relayErr := make(chan error, 1)
+	go func() { relayErr <- relay(c, from, to, stop) }()
+	defer func() {
+		close(stop)
+		if err := <-relayErr; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(timeout)
+	received := make(chan []byte, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			received <- nil
+			return
+		}
+		defer conn.Close()
+		conn.SetDeadline(deadline)
+		got, _ := io.ReadAll(conn)
+		received <- got
+	}()
+	var conn net.Conn
+	if err := nsFrom.Do(func() (err error) {
+		d := net.Dialer{Deadline: deadline}
+		conn, err = d.Dial("tcp", ln.Addr().String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(deadline)
+	if _, err := conn.Write(payload); err != nil {
+		t.Errorf("write: %v", err)
+	}
+	conn.Close()
+	if got := <-received; !bytes.Equal(got, payload) {
+		t.Errorf("received %d bytes, want the %d sent intact", len(got), len(payload))
 	}
 }

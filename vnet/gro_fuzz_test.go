@@ -32,17 +32,8 @@ func FuzzCoalesce(f *testing.F) {
 		s := spec{v6: v6, udp: udp, l2: l2, mss: int(mss), payload: fill[:min(int(mss)*int(nseg), 65000-int(mss))]}
 		layer := s.layer()
 		h, pkt := build(s)
-		segs := make([]*buffer.Buf, SegmentCount(h, pkt, layer))
-		n, reason := Segment(c, h, pkt, layer, segs)
-		if n == 0 {
-			t.Fatalf("Segment of a built packet: %v", reason)
-		}
-		pkts := make([][]byte, n)
-		for i, b := range segs[:n] {
-			pkts[i] = bytes.Clone(b.Bytes())
-			c.Consume(b)
-		}
-		hdrs := make([]Header, n)
+		pkts := segmentCopies(t, c, h, pkt, layer)
+		hdrs := make([]Header, len(pkts))
 		pkts, hdrs = damage(t, pkts, hdrs, layer, ops)
 
 		g := NewCoalescer(layer, allGRO, 65535+18)

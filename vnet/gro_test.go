@@ -18,8 +18,15 @@ func segmentsOf(t testing.TB, s spec) (Header, []byte, [][]byte) {
 	t.Helper()
 	_, c := newTestPool(t, buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 256}, {Room: 65536, Count: 4}}})
 	h, pkt := build(s)
-	out := make([]*buffer.Buf, SegmentCount(h, pkt, s.layer()))
-	n, reason := Segment(c, h, pkt, s.layer(), out)
+	return h, pkt, segmentCopies(t, c, h, pkt, s.layer())
+}
+
+// segmentCopies segments pkt with buffers of c and returns copies of the
+// segments, the buffers freed.
+func segmentCopies(t testing.TB, c *buffer.Cache, h Header, pkt []byte, layer packet.Layer) [][]byte {
+	t.Helper()
+	out := make([]*buffer.Buf, SegmentCount(h, pkt, layer))
+	n, reason := Segment(c, h, pkt, layer, out)
 	if n == 0 {
 		t.Fatalf("Segment: %v", reason)
 	}
@@ -28,7 +35,7 @@ func segmentsOf(t testing.TB, s spec) (Header, []byte, [][]byte) {
 		segs[i] = bytes.Clone(b.Bytes())
 		c.Consume(b)
 	}
-	return h, pkt, segs
+	return segs
 }
 
 // offloaded turns a segment with a complete transport checksum into what a
