@@ -9,7 +9,10 @@
 // packets to their egress queues and local consumers. A worker that finds
 // no work for a few rounds arms its queues and sleeps in epoll_wait until
 // a queue has packets, another worker's remote frees kick it, or the
-// engine stops it.
+// engine stops it. A worker whose round moved nothing because its pool
+// was empty (packets wait, buffers do not) waits instead for its buffers
+// to come home, for a kick or at most a few hundred microseconds: polling
+// a readable TUN file again at once would spin.
 //
 // A program that panics loses its batch: every packet of it is dropped
 // with drop.Prog and the worker keeps running. A port whose queue returns
