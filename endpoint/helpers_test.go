@@ -93,7 +93,7 @@ func (r *rig) bind(t testing.TB, f Flow, o Options) *Endpoint {
 // eventually polls cond for up to 5 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

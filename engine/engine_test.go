@@ -122,7 +122,7 @@ func udp(src, dst string, payload string) []byte {
 
 func (r *rig) stats(settle func(Stats) bool) Stats {
 	r.t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		s := r.e.Stats()
 		if settle(s) || time.Now().After(deadline) {
@@ -156,14 +156,14 @@ func TestForwardsIPv4AndIPv6(t *testing.T) {
 	v4 := udp("198.18.0.1:1000", "198.19.0.1:2000", "hello v4")
 	v6 := udp("[2001:db8::1]:1000", "[2001:db8:1::1]:2000", "hello v6")
 	r.send(0, v4, v6, udp("198.18.0.1:1", "203.0.113.1:1", "nowhere")[:0:0])
-	got := r.recv(1, 2, 2*time.Second)
+	got := r.recv(1, 2, 10*time.Second)
 	if len(got) != 2 || string(got[0]) != string(v4) || string(got[1]) != string(v6) {
 		t.Fatalf("b received %d packets: %x", len(got), got)
 	}
 	// The reply goes back by the address learned from the first packet.
 	reply := udp("198.19.0.1:2000", "198.18.0.1:1000", "reply")
 	r.send(1, reply)
-	if got := r.recv(0, 1, 2*time.Second); len(got) != 1 || string(got[0]) != string(reply) {
+	if got := r.recv(0, 1, 10*time.Second); len(got) != 1 || string(got[0]) != string(reply) {
 		t.Fatalf("a received %x", got)
 	}
 	s := r.stats(func(s Stats) bool { return s.Ports[0].Drops[drop.PktTooSmall] == 1 })
@@ -185,7 +185,7 @@ func TestMalformedPacketsAreDroppedWithReasons(t *testing.T) {
 	truncated := good[:24]
 	badVersion := append([]byte{0x55}, good[1:]...)
 	r.send(0, truncated, badVersion, good)
-	if got := r.recv(1, 1, 2*time.Second); len(got) != 1 || string(got[0]) != string(good) {
+	if got := r.recv(1, 1, 10*time.Second); len(got) != 1 || string(got[0]) != string(good) {
 		t.Fatalf("b received %x", got)
 	}
 	s := r.stats(func(s Stats) bool { return s.Ports[0].Drops.Total() == 2 })
@@ -212,12 +212,12 @@ func TestBridgeFloodsAndLearns(t *testing.T) {
 	packet.PutEthernet(arp, packet.Broadcast, macA, packet.EtherTypeARP)
 	packet.PutARP(arp[14:], packet.ARPRequest, macA, netip.MustParseAddr("198.18.0.1"), [6]byte{}, netip.MustParseAddr("198.18.0.2"))
 	r.send(0, arp)
-	if len(r.recv(1, 1, 2*time.Second)) != 1 || len(r.recv(2, 1, 2*time.Second)) != 1 {
+	if len(r.recv(1, 1, 10*time.Second)) != 1 || len(r.recv(2, 1, 10*time.Second)) != 1 {
 		t.Fatal("ARP request not flooded to b and c")
 	}
 	reply := frame(macA, macB, udp("198.18.0.2:1", "198.18.0.1:1", "to a"))
 	r.send(1, reply)
-	if got := r.recv(0, 1, 2*time.Second); len(got) != 1 {
+	if got := r.recv(0, 1, 10*time.Second); len(got) != 1 {
 		t.Fatal("unicast to a learned address not delivered")
 	}
 	if got := r.recv(2, 1, 50*time.Millisecond); len(got) != 0 {
@@ -244,7 +244,7 @@ func TestProgramPanicLosesOnlyItsBatch(t *testing.T) {
 	r.stats(func(s Stats) bool { return s.Ports[0].Drops[drop.Prog] == 2 })
 	good := udp("198.18.0.1:1", "198.19.0.1:2", "fine")
 	r.send(0, good)
-	if got := r.recv(1, 1, 2*time.Second); len(got) != 1 {
+	if got := r.recv(1, 1, 10*time.Second); len(got) != 1 {
 		t.Fatal("worker stopped forwarding after a program panic")
 	}
 	s := r.stats(func(s Stats) bool { return s.Workers[0].Panics >= 1 })
@@ -277,7 +277,7 @@ func TestIdleWorkerSleepsAndWakes(t *testing.T) {
 		t.Fatalf("idle worker kept polling: %d rounds, then %d", s1.Workers[0].Rounds, s2.Workers[0].Rounds)
 	}
 	r.send(0, udp("198.18.0.1:1", "198.19.0.1:2", "wake up"))
-	if got := r.recv(1, 1, 2*time.Second); len(got) != 1 {
+	if got := r.recv(1, 1, 10*time.Second); len(got) != 1 {
 		t.Fatal("sleeping worker did not wake for a packet")
 	}
 }
@@ -297,7 +297,7 @@ func TestPortDownStopsOnlyThatPort(t *testing.T) {
 	r.send(0, udp("198.18.0.1:1", "198.19.0.1:2", "1"))
 	r.stats(func(s Stats) bool { return s.Ports[bIdx].Down })
 	r.send(0, udp("198.18.0.1:1", "198.19.0.1:2", "2"))
-	if got := r.recv(2, 2, 2*time.Second); len(got) != 2 {
+	if got := r.recv(2, 2, 10*time.Second); len(got) != 2 {
 		t.Fatalf("c received %d packets with b down", len(got))
 	}
 	s := r.e.Stats()
@@ -379,7 +379,7 @@ func TestPinnedWorkersForward(t *testing.T) {
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for sink.Stats().Packets < 2000 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

@@ -78,7 +78,7 @@ func TestStarvedWorkerWaitsForBuffers(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for gen.Stats().AllocFailures == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker never found the pool empty")
@@ -100,7 +100,7 @@ func TestStarvedWorkerWaitsForBuffers(t *testing.T) {
 	// Freed on this goroutine, the buffers go home as remote frees, and
 	// the worker takes packets again.
 	freer.ConsumeBulk(h.take())
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for h.count() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker did not resume when buffers came back")

@@ -29,7 +29,7 @@ var (
 )
 
 // testTimeout bounds every wait for the kernel.
-const testTimeout = 3 * time.Second
+const testTimeout = 15 * time.Second
 
 // newPool returns a pool with its leak check registered as a cleanup: it
 // runs after every device of the test is closed (cleanups run last
@@ -85,13 +85,12 @@ func exec(t *testing.T, ns *netnstest.NS, args ...string) string {
 	return out
 }
 
-// addAddrs gives the device the host addresses, with nodad so that the
-// IPv6 one is usable at once.
+// addAddrs gives the device the host addresses (see netnstest.AddAddr).
 func addAddrs(t *testing.T, ns *netnstest.NS, dev string, v4, v6 netip.Addr) {
 	t.Helper()
-	exec(t, ns, "ip", "addr", "add", v4.String()+"/24", "dev", dev)
+	ns.AddAddr(t, dev, netip.PrefixFrom(v4, 24))
 	if v6.IsValid() {
-		exec(t, ns, "ip", "-6", "addr", "add", v6.String()+"/64", "dev", dev, "nodad")
+		ns.AddAddr(t, dev, netip.PrefixFrom(v6, 64))
 	}
 }
 

@@ -41,7 +41,7 @@ func TestTransmitOnItsOwnGoroutine(t *testing.T) {
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for sink.Stats().Packets+e.Stats().Ports[1].TxDropped < 20000 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -88,7 +88,7 @@ func TestErrorReachesTheWorker(t *testing.T) {
 		return err
 	}
 	var got error
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for got == nil && time.Now().Before(deadline) {
 		got = send()
 		time.Sleep(time.Millisecond)

@@ -25,7 +25,7 @@ func TestSwitchEchoService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startSwitchServices(t, gs, 2, []ServiceSpec{echo, echo6, sink}, "queues=2", "queues=2")
+	sw, stop := startSwitchServices(t, gs, 2, []ServiceSpec{echo, echo6, sink}, "queues=2", "queues=2")
 	const n = 200
 	defer func() {
 		if t.Failed() {
@@ -50,7 +50,14 @@ func TestSwitchEchoService(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The sink's datagrams are not answered: wait until it has counted
+	// them all.
+	for deadline := time.Now().Add(10 * time.Second); sw.svcs[2].stats().Packets < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("sink counted %d of %d datagrams", sw.svcs[2].stats().Packets, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	rep := stop()
 	if len(rep.Services) != 3 {
 		t.Fatalf("services %+v", rep.Services)
@@ -85,7 +92,7 @@ func echoFrom(t *testing.T, g *guest, addr string, n int) {
 			if _, err := c.Write(msg); err != nil {
 				return err
 			}
-			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			k, err := c.Read(buf)
 			if err != nil {
 				return fmt.Errorf("datagram %d: %w", i, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -86,4 +87,34 @@ func run(d time.Duration, args ...string) (string, error) {
 		return string(out), fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 	}
 	return string(out), nil
+}
+
+// AddAddr gives dev inside the namespace the address prefix (IPv6 without
+// duplicate address detection) and waits until the kernel delivers to
+// it. For IPv6 that is later than the address: even with nodad, the
+// kernel inserts the local route from a workqueue, and until that runs,
+// which on a loaded machine can take a while, packets to the address are
+// dropped (Ip6InAddrErrors) although sockets can already bind it.
+func (n *NS) AddAddr(t testing.TB, dev string, prefix netip.Prefix) {
+	t.Helper()
+	family, nodad := "-4", []string(nil)
+	if prefix.Addr().Is6() {
+		family, nodad = "-6", []string{"nodad"}
+	}
+	if out, err := n.Exec(append([]string{"ip", family, "addr", "add", prefix.String(), "dev", dev}, nodad...)...); err != nil {
+		t.Fatalf("netnstest: %s: %v: %s", n.Name, err, out)
+	}
+	for deadline := time.Now().Add(DefaultTimeout); ; {
+		out, err := n.Exec("ip", family, "route", "show", "table", "local", prefix.Addr().String())
+		if err != nil {
+			t.Fatalf("netnstest: %s: %v: %s", n.Name, err, out)
+		}
+		if strings.TrimSpace(out) != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("netnstest: %s: no local route for %v after %v", n.Name, prefix.Addr(), DefaultTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
