@@ -266,10 +266,21 @@ func TestIdleWorkerSleepsAndWakes(t *testing.T) {
 	if s := r.stats(func(s Stats) bool { return s.Workers[0].Sleeps >= 1 }); s.Workers[0].Sleeps < 1 {
 		t.Fatal("idle worker never slept")
 	}
-	// Counters are published one by one, not as a snapshot: read again
-	// once the publish that preceded the sleep is surely complete.
-	time.Sleep(20 * time.Millisecond)
+	// Counters are published one by one, not as a snapshot, and a loaded
+	// machine may delay the publish that preceded the sleep: start from
+	// two equal reads 20 ms apart. A spinning worker never gives them.
 	s1 := r.e.Stats()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		time.Sleep(20 * time.Millisecond)
+		again := r.e.Stats()
+		if again.Workers[0].Rounds == s1.Workers[0].Rounds {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle worker kept polling: %d rounds", again.Workers[0].Rounds)
+		}
+		s1 = again
+	}
 	time.Sleep(100 * time.Millisecond)
 	s2 := r.e.Stats()
 	// Asleep in epoll_wait, the worker runs no rounds at all.
