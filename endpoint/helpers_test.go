@@ -90,7 +90,8 @@ func (r *rig) bind(t testing.TB, f Flow, o Options) *Endpoint {
 	return e
 }
 
-// eventually polls cond for up to 5 s.
+// eventually polls cond for up to 30 s: generous for a loaded machine,
+// and a passing test never waits it out.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); !cond(); {
