@@ -45,7 +45,7 @@ func TestBenchJSONLines(t *testing.T) {
 		}
 		results[obj["experiment"].(string)]++
 	}
-	if results["flush"] != 4 || results["alloc"] != 4 {
+	if results["flush"] != 4 || results["alloc"] != 5 {
 		t.Fatalf("results per experiment: %v", results)
 	}
 }

@@ -29,7 +29,11 @@ var allocExperiment = &Experiment{
 		{Name: "make", Prepare: prepareMake},
 		{Name: "syncpool", Prepare: prepareSyncPool},
 		{Name: "cache", Prepare: prepareCache},
-		{Name: "cache-bulk", Prepare: prepareCacheBulk},
+		{Name: "cache-bulk", Prepare: prepareCacheBulk(true)},
+		// No goal: it shows, in every run, what of cache-bulk is the
+		// allocator's own and what is the stores into 64 frames on 34
+		// pages, whose cost varies with the memory behind them.
+		{Name: "cache-bulk-nowrite", Prepare: prepareCacheBulk(false)},
 	},
 	Goals: []Goal{
 		{Variant: "cache", Against: "syncpool", Bound: 1.0},
@@ -117,26 +121,41 @@ func prepareCache() (func(context.Context, int) int, func() error, error) {
 	}, done, nil
 }
 
-func prepareCacheBulk() (func(context.Context, int) int, func() error, error) {
-	c, done, err := newBenchCache()
-	if err != nil {
-		return nil, nil, err
-	}
-	bufs := make([]*buffer.Buf, bulkSize)
-	return func(ctx context.Context, n int) int {
-		i := 0
-		for ; i < n; i += bulkSize {
-			if stopped(ctx, i) {
-				return i
-			}
-			if c.GetBulk(bufs, 0) != nil {
-				return i
-			}
-			for _, b := range bufs {
-				b.Frame()[0] = byte(i)
-			}
-			c.ConsumeBulk(bufs)
+// prepareCacheBulk returns the bulk variant; write says whether it writes
+// one byte of every buffer, as the other variants do.
+func prepareCacheBulk(write bool) func() (func(context.Context, int) int, func() error, error) {
+	return func() (func(context.Context, int) int, func() error, error) {
+		c, done, err := newBenchCache()
+		if err != nil {
+			return nil, nil, err
 		}
-		return i
-	}, done, nil
+		bufs := make([]*buffer.Buf, bulkSize)
+		return func(ctx context.Context, n int) int {
+			i := 0
+			for ; i < n; i += bulkSize {
+				if stopped(ctx, i) {
+					return i
+				}
+				if c.GetBulk(bufs, 0) != nil {
+					return i
+				}
+				if write {
+					writeFrames(bufs, byte(i))
+				}
+				c.ConsumeBulk(bufs)
+			}
+			return i
+		}, done, nil
+	}
+}
+
+// writeFrames writes one byte of every buffer. It is not inlined: inlined
+// into the variant's closure, its loop kept its index on the stack, and
+// cache-bulk ran at 2.8–3.9 ns in every run, against 2.0–2.3.
+//
+//go:noinline
+func writeFrames(bufs []*buffer.Buf, v byte) {
+	for _, b := range bufs {
+		b.Frame()[0] = v
+	}
 }
