@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"softnet.dev/lab"
+	"softnet.dev/internal/lab"
 )
 
 func newLabCmd() *cobra.Command {

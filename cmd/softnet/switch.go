@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"softnet.dev/vswitch"
+	"softnet.dev/internal/vswitch"
 )
 
 func newSwitchCmd() *cobra.Command {

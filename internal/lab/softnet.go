@@ -14,8 +14,8 @@ import (
 	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
-	"softnet.dev/txthread"
-	"softnet.dev/vswitch"
+	"softnet.dev/internal/txthread"
+	"softnet.dev/internal/vswitch"
 )
 
 // softnetPath is a softnet switch built in this process from the same
