@@ -11,11 +11,11 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/internal/txthread"
+	"softnet.dev/internal/vswitch"
 	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
-	"softnet.dev/internal/txthread"
-	"softnet.dev/internal/vswitch"
 )
 
 // softnetPath is a softnet switch built in this process from the same
