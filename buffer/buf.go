@@ -14,18 +14,18 @@ type Class uint8
 const free = 0xFFFF
 
 // The fields of Buf.state: the owner in the low 16 bits, then the class,
-// then the mark. Packing them lets the bulk free path check "owned by this
+// then the flags. Packing them lets the bulk free path check "owned by this
 // cache and of this class" with one compare and lets Get reset all three
 // with one store.
 const (
 	stateOwnerMask  = 0xFFFF
 	stateClassShift = 16
-	stateMarkShift  = 24
-	stateOwnerClass = 1<<stateMarkShift - 1
+	stateFlagsShift = 24
+	stateOwnerClass = 1<<stateFlagsShift - 1
 )
 
 // ownedState is the state of a fresh buffer of the class handed out by the
-// cache with the given index: no mark.
+// cache with the given index: no flags.
 func ownedState(owner uint16, class Class) uint32 {
 	return uint32(owner) | uint32(class)<<stateClassShift
 }
@@ -49,7 +49,7 @@ type Buf struct {
 	id   uint32 // index in the pool's metadata array
 	refs atomic.Int32
 	// state packs the index of the Cache that handed the buffer out (or
-	// free), its class and its mark, the per-packet flags of the
+	// free), its class and its flags, the per-packet flags of the
 	// datapath's own (0 on Get). See ownedState.
 	state uint32
 }
@@ -112,14 +112,15 @@ func (b *Buf) ID() uint32 { return b.id }
 // Class returns the buffer's size class.
 func (b *Buf) Class() Class { return Class(b.state >> stateClassShift) }
 
-// Mark returns the packet's mark: flags the datapath defines for itself
-// (such as "a virtio-net header precedes the data in the headroom"), like
-// the kernel's skb->mark. Get clears it.
-func (b *Buf) Mark() uint8 { return uint8(b.state >> stateMarkShift) }
+// Flags returns the packet's flags: eight bits that the port which
+// received it leaves for the port that sends it (package tun's
+// FlagVnetHdr: "a virtio-net header precedes the data in the headroom").
+// Get clears them.
+func (b *Buf) Flags() uint8 { return uint8(b.state >> stateFlagsShift) }
 
-// SetMark sets the packet's mark.
-func (b *Buf) SetMark(m uint8) {
-	b.state = b.state&stateOwnerClass | uint32(m)<<stateMarkShift
+// SetFlags sets the packet's flags.
+func (b *Buf) SetFlags(m uint8) {
+	b.state = b.state&stateOwnerClass | uint32(m)<<stateFlagsShift
 }
 
 // SetData sets the data window to frame[off:off+n]. It reports false, and

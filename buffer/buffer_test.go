@@ -373,7 +373,7 @@ func TestTooManyCaches(t *testing.T) {
 
 func TestUncachedGoesToTheDepot(t *testing.T) {
 	cfg := small(16)
-	cfg.Uncached = true
+	cfg.uncached = true
 	p := newTestPool(t, cfg)
 	c := newTestCache(t, p, nil)
 	b, err := c.Get(0)

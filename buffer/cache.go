@@ -66,7 +66,7 @@ func (p *Pool) NewCache(kick func()) (*Cache, error) {
 	c.kick = kick
 	c.inbound = make([]inbound, len(p.classes))
 	size := p.cfg.CacheSize
-	if p.cfg.Uncached {
+	if p.cfg.uncached {
 		size, c.half = 0, 0
 	}
 	for i := range c.stacks {
@@ -113,7 +113,7 @@ func (c *Cache) getSlow(class Class) (*Buf, error) {
 		c.ctr.n[ctrHits]++
 		st.n--
 		b = st.bufs[st.n]
-	case len(st.bufs) == 0: // Uncached
+	case len(st.bufs) == 0: // knob.PoolUncached
 		var one [1]*Buf
 		if c.pool.classes[class].depot.take(one[:], 1) == 0 {
 			c.ctr.n[ctrExhausted]++
@@ -442,7 +442,7 @@ func (c *Cache) free(b *Buf) (owner uint16) {
 func (c *Cache) push(b *Buf) {
 	class := b.Class()
 	st := &c.stacks[class]
-	if len(st.bufs) == 0 { // Uncached
+	if len(st.bufs) == 0 { // knob.PoolUncached
 		c.pool.classes[class].depot.put([]*Buf{b})
 		c.ctr.n[ctrFlushes]++
 		return

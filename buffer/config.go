@@ -3,6 +3,8 @@ package buffer
 import (
 	"fmt"
 	"math"
+
+	"softnet.dev/internal/knob"
 )
 
 // Defaults used where a Config field is zero.
@@ -39,16 +41,15 @@ type Config struct {
 	DeferMax int
 	// MaxCaches bounds the number of caches (workers) of the pool.
 	MaxCaches int
-	// Uncached makes every get and every local free go to the depot, one
-	// buffer and one lock at a time, as allocators did before per-CPU
-	// caches. It exists to measure what the caches are worth (the
-	// baseline of softnet bench forward); remote frees still defer.
-	Uncached bool
 	// Debug records where each buffer was taken and freed, reports
 	// double frees with both sites, and poisons freed frames so that a
 	// write after free is reported at the next Get. It is slow.
 	Debug bool
+
+	uncached bool // internal/knob.PoolUncached
 }
+
+func init() { knob.RegisterPoolUncached(func(cfg *Config) { cfg.uncached = true }) }
 
 // Class indices of DefaultClasses.
 const (

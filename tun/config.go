@@ -3,12 +3,14 @@ package tun
 import (
 	"fmt"
 	"strings"
+
+	"softnet.dev/internal/knob"
 )
 
-// MarkVnet is the buffer mark (buffer.Buf.Mark) of a packet whose
+// FlagVnetHdr is the buffer flag (buffer.Buf.Flags) of a packet whose
 // virtio-net header is still needed: it occupies the vnet.HeaderLen bytes
 // immediately before the data, and asks for GSO or a checksum to finish.
-const MarkVnet uint8 = 1
+const FlagVnetHdr uint8 = 1
 
 // Limits of a Config.
 const (
@@ -26,10 +28,6 @@ type Config struct {
 	Queues  int    // default 1; more than 1 uses IFF_MULTI_QUEUE
 	Offload bool   // IFF_VNET_HDR and TUNSETOFFLOAD; false opens the device without a vnet header
 	MTU     int    // 0 leaves the device's MTU as it is
-	// BulkAlloc takes the buffers for a burst with one buffer.Cache.GetBulk
-	// once the first packet of the burst has been read (TUN cannot say how
-	// many wait), and returns the unused ones at the end of the burst.
-	BulkAlloc bool
 	// GRO coalesces, in each burst given to Transmit, runs of segments of
 	// one TCP or UDP flow into GSO packets (see vnet.Coalescer), each
 	// written with one gathering write: fewer system calls, and the
@@ -37,7 +35,16 @@ type Config struct {
 	// Offload and applies to the GSO kinds the kernel accepted (TSO4,
 	// TSO6, USO4, USO6), with checksum offload.
 	GRO bool
+
+	// singleGets (internal/knob.TUNSingleGets) takes each receive buffer
+	// with its own Cache.Get. By default a queue takes the buffers for a
+	// burst with one Cache.GetBulk once the first packet of the burst has
+	// been read (TUN cannot say how many wait), and returns the unused
+	// ones at the end of the burst.
+	singleGets bool
 }
+
+func init() { knob.RegisterTUNSingleGets(func(cfg *Config) { cfg.singleGets = true }) }
 
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Queues == 0 {

@@ -28,7 +28,7 @@ var errClosed = errors.New("device closed")
 type Device struct {
 	info    port.Info
 	vnet    bool // packets carry a virtio-net header
-	bulk    bool // Config.BulkAlloc
+	bulk    bool // not Config.singleGets
 	gro     bool // Config.GRO
 	created bool
 	nl      *netlink.Handle // bound to the device's namespace; nil once closed
@@ -54,7 +54,7 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{vnet: cfg.Offload, bulk: cfg.BulkAlloc, gro: cfg.GRO}
+	d := &Device{vnet: cfg.Offload, bulk: !cfg.singleGets, gro: cfg.GRO}
 	if err := netns.Do(cfg.NetNS, func() error { return d.open(cfg) }); err != nil {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)

@@ -16,7 +16,7 @@
 // to 64 KiB and packets whose checksum is left to finish. Receive reads
 // the header into the headroom, immediately before the data, validates
 // it, and if the packet still needs work (GSO or a partial checksum) marks
-// the buffer with MarkVnet, leaving the header where it is. A transmit
+// the buffer with FlagVnetHdr, leaving the header where it is. A transmit
 // queue that gets a marked packet writes it with its header in one write,
 // without a copy, if its own device accepted that offload; otherwise it
 // segments it (vnet.Segment) or finishes its checksum (vnet.FinishChecksum)

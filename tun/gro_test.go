@@ -55,7 +55,7 @@ func TestGROUDP(t *testing.T) {
 						if !vnet.FinishChecksum(h, b.Bytes()) {
 							t.Fatal("FinishChecksum refused a received datagram")
 						}
-						b.SetMark(0)
+						b.SetFlags(0)
 					}
 				}
 				if n, err := devC.TxQueue(0).Transmit(c, burst); n != count || err != nil {

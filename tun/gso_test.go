@@ -69,8 +69,8 @@ func (r *offloadRig) dst(v6 bool) netip.AddrPort {
 // header returns the vnet header a marked packet carries before its data.
 func header(t *testing.T, b *buffer.Buf) vnet.Header {
 	t.Helper()
-	if b.Mark() != MarkVnet {
-		t.Fatalf("packet not marked (mark %d)", b.Mark())
+	if b.Flags() != FlagVnetHdr {
+		t.Fatalf("packet not marked (mark %d)", b.Flags())
 	}
 	h, _ := vnet.Decode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
 	return h

@@ -14,7 +14,7 @@ import (
 	"softnet.dev/vnet"
 )
 
-// maxBurst bounds the buffers a BulkAlloc queue takes ahead of reading.
+// maxBurst bounds the buffers a queue takes ahead of reading.
 const maxBurst = 256
 
 // rxQueue reads one queue's file. Only its worker touches it.
@@ -30,7 +30,7 @@ type rxQueue struct {
 	pool  *buffer.Pool
 	class buffer.Class
 	bulk  bool
-	spare []*buffer.Buf // Config.BulkAlloc: the burst's buffers
+	spare []*buffer.Buf // the burst's buffers, unless Config.singleGets
 	ctr   counters
 	_     [cacheline.Size]byte
 }
@@ -149,7 +149,7 @@ func (q *rxQueue) accept(b *buffer.Buf, off, m, room int) (bool, drop.Reason) {
 		return false, reason
 	}
 	if h.IsGSO() || h.NeedsCsum() {
-		b.SetMark(MarkVnet)
+		b.SetFlags(FlagVnetHdr)
 		if h.IsGSO() {
 			q.ctr.n[cGSOIn]++
 		}

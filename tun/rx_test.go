@@ -44,8 +44,8 @@ func TestReceiveUDPAndPing(t *testing.T) {
 				}
 				// With offloads the kernel leaves the UDP checksum to the
 				// device: the packet keeps its header for the egress.
-				if want := map[bool]uint8{false: 0, true: MarkVnet}[offload]; b.Mark() != want {
-					t.Errorf("mark %d, want %d", b.Mark(), want)
+				if want := map[bool]uint8{false: 0, true: FlagVnetHdr}[offload]; b.Flags() != want {
+					t.Errorf("flags %d, want %d", b.Flags(), want)
 				}
 				if !offload && !packet.TransportChecksumOK(b.Bytes(), &h) {
 					t.Error("UDP checksum wrong")
@@ -105,8 +105,8 @@ func TestReceiveTAP(t *testing.T) {
 		return ok && h.Proto == packet.EtherTypeARP && h.ARPOp == packet.ARPRequest && h.DstIP == peerV4
 	})
 	h := parse(t, got[0], packet.L2)
-	if h.Dst != packet.Broadcast || h.SrcIP != hostV4 || got[0].Mark() != 0 {
-		t.Errorf("ARP request to %x from %v, mark %d", h.Dst, h.SrcIP, got[0].Mark())
+	if h.Dst != packet.Broadcast || h.SrcIP != hostV4 || got[0].Flags() != 0 {
+		t.Errorf("ARP request to %x from %v, flags %d", h.Dst, h.SrcIP, got[0].Flags())
 	}
 	c.Consume(got[0])
 }
@@ -144,13 +144,13 @@ func TestReceivePoolExhausted(t *testing.T) {
 	c.Consume(second)
 }
 
-// With BulkAlloc a burst's buffers come from one bulk get; the ones a
+// A burst's buffers come from one bulk get; the ones a
 // burst did not use go back, so the pool's leak check still balances.
 func TestReceiveBulkAlloc(t *testing.T) {
 	p, c := newPool(t, buffer.Config{})
 	ns := netnstest.New(t)
 	name := devName("snb")
-	d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: true, BulkAlloc: true})
+	d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: true})
 	addAddrs(t, ns, name, hostV4, hostV6)
 	dst := netip.AddrPortFrom(peerV4, 4100)
 	conn := dialUDP(t, ns, dst)

@@ -23,7 +23,7 @@ type Stats struct {
 	RxDrops drop.Counts `json:"rx_drops"`
 	TxDrops drop.Counts `json:"tx_drops"`
 
-	GSOIn        uint64 `json:"gso_in"`        // GSO packets received whole, marked MarkVnet
+	GSOIn        uint64 `json:"gso_in"`        // GSO packets received whole, marked FlagVnetHdr
 	GSOOut       uint64 `json:"gso_out"`       // GSO packets written whole, for the kernel to segment
 	Segmented    uint64 `json:"segmented"`     // GSO packets segmented in software
 	Segments     uint64 `json:"segments"`      // segments of those written

@@ -134,7 +134,7 @@ func (q *txQueue) planGRO(bufs []*buffer.Buf) {
 	g.pkts, g.hdrs = g.pkts[:0], g.hdrs[:0]
 	for _, b := range bufs {
 		var h vnet.Header
-		if b.Mark()&MarkVnet != 0 && b.Headroom() >= vnet.HeaderLen {
+		if b.Flags()&FlagVnetHdr != 0 && b.Headroom() >= vnet.HeaderLen {
 			h, _ = vnet.Decode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
 		}
 		g.pkts, g.hdrs = append(g.pkts, b.Bytes()), append(g.hdrs, h)
@@ -195,7 +195,7 @@ func (q *txQueue) dropRun(c *buffer.Cache, bufs []*buffer.Buf, i, n int, planned
 // send transmits one packet and frees it. It reports whether it was sent,
 // and returns an error only if the device is gone.
 func (q *txQueue) send(c *buffer.Cache, b *buffer.Buf) (bool, error) {
-	if b.Mark()&MarkVnet != 0 {
+	if b.Flags()&FlagVnetHdr != 0 {
 		return q.sendMarked(c, b)
 	}
 	return q.done(c, b, q.write(b.Bytes(), q.hdr))

@@ -102,7 +102,7 @@ func TestTransmitBadHeader(t *testing.T) {
 	bad := func(h vnet.Header) *buffer.Buf {
 		b := putUDP(t, c, netip.AddrPortFrom(peerV4, 1), netip.AddrPortFrom(hostV4, 2), []byte("bad header"))
 		h.Encode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
-		b.SetMark(MarkVnet)
+		b.SetFlags(FlagVnetHdr)
 		return b
 	}
 	outside := vnet.Header{Flags: vnet.FlagNeedsCsum, CsumStart: 1000, CsumOffset: 6}

@@ -9,6 +9,7 @@ import (
 
 	"softnet.dev/buffer"
 	"softnet.dev/engine"
+	"softnet.dev/internal/knob"
 	"softnet.dev/memport"
 	"softnet.dev/packet"
 	"softnet.dev/program"
@@ -109,10 +110,11 @@ func runEngine(ctx context.Context, e *engine.Engine, count func() uint64, n int
 // waits until the sink has n more packets, and stops it, so that a
 // variant uses no CPU while the others are measured.
 func prepareForward(s forwardSetup) (func(context.Context, int) int, func() error, error) {
-	pool, err := buffer.NewPool(buffer.Config{
-		Classes:  []buffer.ClassConfig{{Room: frameRoom, Count: 4096 * s.workers}},
-		Uncached: s.uncached,
-	})
+	pcfg := buffer.Config{Classes: []buffer.ClassConfig{{Room: frameRoom, Count: 4096 * s.workers}}}
+	if s.uncached {
+		knob.PoolUncached(&pcfg)
+	}
+	pool, err := buffer.NewPool(pcfg)
 	if err != nil {
 		return nil, nil, err
 	}

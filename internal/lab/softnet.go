@@ -11,6 +11,7 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/internal/knob"
 	"softnet.dev/internal/txthread"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/port"
@@ -54,13 +55,21 @@ func openSoftnet(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (_ *
 		}
 	}()
 	for _, g := range p.guests() {
-		d, err := tun.Open(tun.Config{Name: g.dev, TAP: tap, NetNS: g.ns, Offload: c.Offload, BulkAlloc: c.Bulk, GRO: c.GRO})
+		tcfg := tun.Config{Name: g.dev, TAP: tap, NetNS: g.ns, Offload: c.Offload, GRO: c.GRO}
+		if !c.Bulk {
+			knob.TUNSingleGets(&tcfg)
+		}
+		d, err := tun.Open(tcfg)
 		if err != nil {
 			return nil, err
 		}
 		devs = append(devs, d)
 	}
-	if pool, err = buffer.NewPool(buffer.Config{Classes: vswitch.PoolClasses(len(devs)), Uncached: c.Uncached}); err != nil {
+	pcfg := buffer.Config{Classes: vswitch.PoolClasses(len(devs))}
+	if c.Uncached {
+		knob.PoolUncached(&pcfg)
+	}
+	if pool, err = buffer.NewPool(pcfg); err != nil {
 		return nil, err
 	}
 	for _, d := range devs {

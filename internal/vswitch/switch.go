@@ -49,7 +49,7 @@ func Open(cfg Config, log *slog.Logger) (sw *Switch, err error) {
 		if q == 0 {
 			q = cfg.Workers
 		}
-		d, err := tun.Open(tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload, BulkAlloc: true, GRO: spec.GRO})
+		d, err := tun.Open(tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload, GRO: spec.GRO})
 		if err != nil {
 			return nil, err
 		}
