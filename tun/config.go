@@ -35,6 +35,10 @@ type Config struct {
 	// Offload and applies to the GSO kinds the kernel accepted (TSO4,
 	// TSO6, USO4, USO6), with checksum offload.
 	GRO bool
+	// IO picks how the queues move packets: IOAuto (the zero value) uses
+	// io_uring where the kernel supports it and read/write system calls
+	// elsewhere; Device.IO says which was chosen, and why not io_uring.
+	IO IO
 
 	// singleGets (internal/knob.TUNSingleGets) takes each receive buffer
 	// with its own Cache.Get. By default a queue takes the buffers for a
@@ -71,6 +75,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("MTU %d outside [%d, %d]", cfg.MTU, MinMTU, MaxMTU)
 	case strings.ContainsAny(cfg.NetNS, "/\x00") || cfg.NetNS == "." || cfg.NetNS == "..":
 		return fail("invalid namespace name %q", cfg.NetNS)
+	case cfg.IO > IOUring:
+		return fail("unknown I/O mode %d", cfg.IO)
 	case cfg.GRO && !cfg.Offload:
 		return fail("GRO needs offload: without a vnet header the device cannot take GSO packets")
 	}

@@ -27,9 +27,11 @@ var errClosed = errors.New("device closed")
 // at a time; Info, Created and Stats may be called from anywhere.
 type Device struct {
 	info    port.Info
-	vnet    bool // packets carry a virtio-net header
-	bulk    bool // not Config.singleGets
-	gro     bool // Config.GRO
+	vnet    bool  // packets carry a virtio-net header
+	bulk    bool  // not Config.singleGets
+	gro     bool  // Config.GRO
+	io      IO    // IOSyscall or IOUring
+	ioWhy   error // why IOAuto chose IOSyscall
 	created bool
 	nl      *netlink.Handle // bound to the device's namespace; nil once closed
 	fds     []int
@@ -55,11 +57,18 @@ func Open(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{vnet: cfg.Offload, bulk: !cfg.singleGets, gro: cfg.GRO}
+	if err := d.chooseIO(cfg.IO); err != nil {
+		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
+	}
 	if err := netns.Do(cfg.NetNS, func() error { return d.open(cfg) }); err != nil {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
 	}
 	d.makeQueues()
+	if err := d.startUring(); err != nil {
+		_ = d.Close(nil) // best effort: the setup error is what matters
+		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
+	}
 	return d, nil
 }
 
@@ -229,8 +238,11 @@ func (d *Device) TxQueue(i int) port.TxQueue {
 
 // Close closes every queue's file. A device Open created is removed by
 // that, which Close verifies; an existing one is left as Open found it.
-// The queues' workers must have stopped. No buffers are held between
-// calls, so c is not used (it may be nil). Close is idempotent.
+// The queues' workers must have stopped. On the io_uring path, the
+// requests still in flight are cancelled first and every buffer lent to
+// the kernel is taken back into c (if nil, into a cache made for it);
+// rings a worker attached must have been detached by it. Close is
+// idempotent.
 func (d *Device) Close(c *buffer.Cache) error {
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
@@ -239,6 +251,9 @@ func (d *Device) Close(c *buffer.Cache) error {
 	}
 	d.closed.Store(true)
 	var errs []error
+	if err := d.stopUring(c); err != nil {
+		errs = append(errs, err)
+	}
 	for i, fd := range d.fds {
 		if err := unix.Close(fd); err != nil {
 			errs = append(errs, fmt.Errorf("close queue %d: %w", i, err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,24 @@ import (
 	"softnet.dev/port"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// testIO is the I/O path of the devices the tests open. TestMain runs
+// every test on each path in turn.
+var testIO IO
+
+func TestMain(m *testing.M) {
+	for _, mode := range []IO{IOSyscall, IOUring} {
+		testIO = mode
+		fmt.Printf("=== tun tests with io=%s\n", mode)
+		if code := m.Run(); code != 0 {
+			fmt.Printf("--- FAIL: tun tests with io=%s\n", mode)
+			os.Exit(code)
+		}
+		if err := goleak.Find(); err != nil {
+			fmt.Printf("--- FAIL: tun tests with io=%s: %v\n", mode, err)
+			os.Exit(1)
+		}
+	}
+}
 
 // Addresses of the test hosts: the tun side is .1 / ::1 in its namespace,
 // the softnet side (the "peer" the kernel routes to) .2 / ::2.
@@ -63,6 +81,9 @@ func devName(prefix string) string {
 // openDev opens a device and registers its Close as a cleanup.
 func openDev(t *testing.T, cfg Config) *Device {
 	t.Helper()
+	if cfg.IO == IOAuto {
+		cfg.IO = testIO
+	}
 	d, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ type rxQueue struct {
 	class buffer.Class
 	bulk  bool
 	spare []*buffer.Buf // the burst's buffers, unless Config.singleGets
+	ur    *rxUring      // nil on the system-call path
 	ctr   counters
 	_     [cacheline.Size]byte
 }
@@ -62,6 +63,9 @@ func (q *rxQueue) setPool(p *buffer.Pool) {
 func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if q.dev.closed.Load() {
 		return 0, q.downError(errClosed)
+	}
+	if q.ur != nil {
+		return q.receiveUring(c, bufs)
 	}
 	if p := c.Pool(); p != q.pool {
 		q.setPool(p)
@@ -162,12 +166,23 @@ func (q *rxQueue) downError(err error) error {
 }
 
 // FD returns the queue's file: level-triggered readable while packets
-// wait.
-func (q *rxQueue) FD() int { return q.fd }
+// wait; on the io_uring path, the eventfd its ring signals.
+func (q *rxQueue) FD() int {
+	if q.ur != nil {
+		return q.ur.efd
+	}
+	return q.fd
+}
 
-// Arm reports no pending packets: epoll on the file is level-triggered,
-// so a packet that is already queued wakes the worker at once.
-func (q *rxQueue) Arm() bool { return false }
+// Arm reports no pending packets on the system-call path: epoll on the
+// file is level-triggered, so a packet that is already queued wakes the
+// worker at once.
+func (q *rxQueue) Arm() bool {
+	if q.ur != nil {
+		return q.armUring()
+	}
+	return false
+}
 
 // Disarm does nothing: there is nothing to arm.
 func (q *rxQueue) Disarm() {}

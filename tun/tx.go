@@ -37,6 +37,7 @@ type txQueue struct {
 	iov      [2]unix.Iovec        // zero header + data, for writev
 	segs     []*buffer.Buf
 	gro      *groState // nil without Config.GRO
+	ur       *txUring  // nil on the system-call path
 	ctr      counters
 	_        [cacheline.Size]byte
 }
@@ -91,6 +92,9 @@ func groKinds(o port.Offloads) vnet.GROKinds {
 // with a reason. If the device is gone it drops the rest of the burst
 // with drop.DevReady and returns an error matching port.ErrDown.
 func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
+	if q.ur != nil {
+		return q.transmitUring(c, bufs)
+	}
 	sent := 0
 	var err error
 	if q.dev.closed.Load() {
@@ -438,18 +442,25 @@ func (q *txQueue) syscall(trap uintptr, p unsafe.Pointer, arg, n int) result {
 			return result{}
 		case unix.EINTR:
 			continue
-		case unix.EAGAIN, unix.ENOBUFS:
-			return failed(drop.FullRing)
-		case unix.EIO, unix.EBADFD, unix.ENODEV, unix.ENXIO, unix.EBADF:
-			// EIO: the device is down; EBADFD: it was deleted.
-			return result{reason: drop.DevReady, failed: true, down: errno}
-		case unix.EINVAL:
-			// The kernel refused the vnet header, or a frame too short.
-			return failed(drop.DevHdr)
-		case unix.EMSGSIZE:
-			return failed(drop.PktTooBig)
-		default:
-			return failed(drop.NotSpecified)
 		}
+		return errnoResult(errno)
 	}
+}
+
+// errnoResult maps a write's error to a drop reason, and says if the
+// device is gone; the io_uring path maps its completions' errors the same.
+func errnoResult(errno unix.Errno) result {
+	switch errno {
+	case unix.EAGAIN, unix.ENOBUFS:
+		return failed(drop.FullRing)
+	case unix.EIO, unix.EBADFD, unix.ENODEV, unix.ENXIO, unix.EBADF:
+		// EIO: the device is down; EBADFD: it was deleted.
+		return result{reason: drop.DevReady, failed: true, down: errno}
+	case unix.EINVAL:
+		// The kernel refused the vnet header, or a frame too short.
+		return failed(drop.DevHdr)
+	case unix.EMSGSIZE:
+		return failed(drop.PktTooBig)
+	}
+	return failed(drop.NotSpecified)
 }
