@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"time"
 
 	"softnet.dev/buffer"
 	"softnet.dev/program"
@@ -14,6 +15,7 @@ const (
 	DefaultBatch     = 64 // the NAPI budget
 	DefaultIdlePolls = 8  // empty rounds before a worker sleeps
 	maxBatch         = 4096
+	maxBusyPoll      = time.Second
 )
 
 // Consumer receives packets delivered locally (program.Deliver). Deliver
@@ -46,6 +48,12 @@ type Config struct {
 	// IdlePolls is the number of rounds without work after which a
 	// worker sleeps; -1 never sleeps (busy polling).
 	IdlePolls int
+	// BusyPoll keeps a worker that found work polling for this long
+	// after its last work before it sleeps (the kernel's
+	// napi_busy_poll): a packet that follows soon is taken without the
+	// cost of a wake-up. A worker that found nothing sleeps after
+	// IdlePolls rounds as without it, so an idle engine stays idle.
+	BusyPoll time.Duration
 	// LockOSThread pins each worker goroutine to an OS thread, and CPUs,
 	// if set, sets worker i's thread affinity to CPUs[i%len(CPUs)].
 	LockOSThread bool
@@ -76,6 +84,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("engine: batch %d outside [1, %d]", cfg.Batch, maxBatch)
 	case cfg.IdlePolls < -1:
 		return cfg, fmt.Errorf("engine: idle polls %d", cfg.IdlePolls)
+	case cfg.BusyPoll < 0 || cfg.BusyPoll > maxBusyPoll:
+		return cfg, fmt.Errorf("engine: busy poll %v outside [0, %v]", cfg.BusyPoll, maxBusyPoll)
 	}
 	for _, cpu := range cfg.CPUs {
 		if cpu < 0 || cpu >= 1024 {

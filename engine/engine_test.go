@@ -32,6 +32,13 @@ type rig struct {
 
 func newRig(t *testing.T, layer packet.Layer, workers int, programs []program.Program, names ...string) *rig {
 	t.Helper()
+	return newRigWith(t, Config{Workers: workers, Programs: programs}, layer, names...)
+}
+
+// newRigWith is newRig with more of the engine's configuration.
+func newRigWith(t *testing.T, cfg Config, layer packet.Layer, names ...string) *rig {
+	t.Helper()
+	workers := max(cfg.Workers, 1)
 	pool, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 2048}}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +57,8 @@ func newRig(t *testing.T, layer packet.Layer, workers int, programs []program.Pr
 	if r.cache, err = pool.NewCache(nil); err != nil {
 		t.Fatal(err)
 	}
-	r.e, err = New(Config{Pool: pool, Workers: workers, Programs: programs}, ports...)
+	cfg.Pool = pool
+	r.e, err = New(cfg, ports...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +301,36 @@ func TestIdleWorkerSleepsAndWakes(t *testing.T) {
 	}
 }
 
+// With BusyPoll a worker that found nothing still sleeps after IdlePolls
+// rounds; one that forwarded a packet keeps polling, many more rounds than
+// IdlePolls, before it sleeps again.
+func TestBusyPoll(t *testing.T) {
+	fwd := program.Func{ProgramName: "to-b", F: func(b *program.Batch) {
+		for i := range b.Bufs {
+			b.Verdicts[i] = program.RedirectVerdict(1)
+		}
+	}}
+	r := newRigWith(t, Config{Programs: []program.Program{fwd}, BusyPoll: 20 * time.Millisecond}, packet.L3, "a", "b")
+	if err := r.e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s1 := r.stats(func(s Stats) bool { return s.Workers[0].Sleeps >= 1 })
+	if s1.Workers[0].Sleeps < 1 {
+		t.Fatal("idle worker never slept with busy polling on")
+	}
+	r.send(0, udp("198.18.0.1:1", "198.19.0.1:2", "wake up"))
+	if got := r.recv(1, 1, 10*time.Second); len(got) != 1 {
+		t.Fatal("packet not forwarded")
+	}
+	s2 := r.stats(func(s Stats) bool { return s.Workers[0].Sleeps > s1.Workers[0].Sleeps })
+	if s2.Workers[0].Sleeps <= s1.Workers[0].Sleeps {
+		t.Fatal("worker never slept again after its busy period")
+	}
+	if idle := s2.Workers[0].IdleRounds - s1.Workers[0].IdleRounds; idle <= 4*DefaultIdlePolls {
+		t.Fatalf("%d idle rounds after a packet: the worker did not busy-poll", idle)
+	}
+}
+
 func TestPortDownStopsOnlyThatPort(t *testing.T) {
 	flood := program.Func{ProgramName: "flood", F: func(b *program.Batch) {
 		for i := range b.Bufs {
@@ -362,6 +400,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Pool: pool, Workers: 2}, []port.Port{a}}, // one TX queue for two workers
 		{Config{Pool: pool, Batch: 100000}, []port.Port{a}},
 		{Config{Pool: pool, CPUs: []int{0}}, []port.Port{a}},
+		{Config{Pool: pool, BusyPoll: -time.Millisecond}, []port.Port{a}},
+		{Config{Pool: pool, BusyPoll: time.Hour}, []port.Port{a}},
 		{Config{Pool: pool}, []port.Port{a, a}},
 	} {
 		if e, err := New(tc.cfg, tc.ports...); err == nil {

@@ -37,6 +37,7 @@ type worker struct {
 	rxBufs []*buffer.Buf // the batch's backing array, full length, for Receive
 	rxqs   []rxQueue
 	txqs   []port.TxQueue  // by port index; nil if the port does not transmit
+	attach []port.Attacher // queues whose state belongs to the worker's thread
 	egress [][]*buffer.Buf // by port index: this round's packets for it
 	local  [][]*buffer.Buf // by consumer index
 	poll   *poller
@@ -88,6 +89,16 @@ func newWorker(e *Engine, index int) (*worker, error) {
 	for i := range w.local {
 		w.local[i] = cacheline.Make[*buffer.Buf](0, cfg.Batch)
 	}
+	for _, rq := range w.rxqs {
+		if a, ok := rq.q.(port.Attacher); ok {
+			w.attach = append(w.attach, a)
+		}
+	}
+	for _, tq := range w.txqs {
+		if a, ok := tq.(port.Attacher); ok {
+			w.attach = append(w.attach, a)
+		}
+	}
 	var err error
 	if w.poll, err = newPoller(fds); err != nil {
 		return nil, fmt.Errorf("engine: worker %d: %w", index, err)
@@ -120,6 +131,10 @@ func (w *worker) close() {
 func (w *worker) run(wg *sync.WaitGroup) {
 	defer wg.Done()
 	cfg := &w.e.cfg
+	if len(w.attach) > 0 && !cfg.LockOSThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	if cfg.LockOSThread {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -131,8 +146,19 @@ func (w *worker) run(wg *sync.WaitGroup) {
 			}
 		}
 	}
+	for _, a := range w.attach {
+		a.Attach(w.cache)
+	}
+	defer func() {
+		// Before the cache closes: Detach gives back what was lent.
+		for _, a := range w.attach {
+			a.Detach(w.cache)
+		}
+	}()
 	w.now = int64(time.Since(w.epoch))
 	idle, rounds := 0, 0
+	var lastWork time.Time // when a busy worker last found work, for BusyPoll
+	busy := false          // it found work since it last slept
 	for !w.stop.Load() {
 		w.cache.Drain()
 		exhausted := w.cache.Exhausted()
@@ -141,10 +167,12 @@ func (w *worker) run(wg *sync.WaitGroup) {
 		w.ctr[wRounds]++
 		if work > 0 {
 			w.ctr[wBusyRounds]++
-			idle = 0
+			idle, busy = 0, true
 		} else {
 			w.ctr[wIdleRounds]++
-			idle++
+			if idle++; idle == 1 && busy && cfg.BusyPoll > 0 {
+				lastWork = time.Now()
+			}
 		}
 		if rounds++; rounds%publishEvery == 0 {
 			w.publish()
@@ -158,12 +186,25 @@ func (w *worker) run(wg *sync.WaitGroup) {
 			// failed retries later.
 			w.starve()
 			idle = 0
-		case idle >= cfg.IdlePolls:
+		case idle >= cfg.IdlePolls && (cfg.BusyPoll == 0 || w.busyPollOver(lastWork, rounds)):
 			w.sleep()
-			idle = 0
+			idle, busy, lastWork = 0, false, time.Time{}
 		}
 	}
 	w.publish()
+}
+
+// busyPollOver reports whether BusyPoll has passed since the worker last
+// found work; a worker that found none since it woke has no busy period.
+// It reads the clock only every few rounds.
+func (w *worker) busyPollOver(lastWork time.Time, rounds int) bool {
+	if lastWork.IsZero() {
+		return true
+	}
+	if rounds%8 != 0 {
+		return false
+	}
+	return time.Since(lastWork) >= w.e.cfg.BusyPoll
 }
 
 // starveWait bounds a starved worker's wait: kicks from remote frees end

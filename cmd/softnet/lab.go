@@ -39,7 +39,8 @@ Variants, each with namespaces of its own:
   naive-go      a plain Go forwarder between two TUN devices (--peers)
   softnet       an in-process softnet switch with TUN ports (--tap: TAP),
                 in its default configuration, or with --ladder:
-                no-cache/batch-1, napi-cache, +bulk, +gro, +defer,
+                no-cache/batch-1, napi-cache, +bulk, +gro (io=syscall
+                up to here), uring, +busy-poll, 2-workers, +defer,
                 offload-off, offload-on
 
 For each variant and mode lab prints Gbit/s received and its ratio to

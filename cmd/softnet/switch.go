@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ func newSwitchCmd() *cobra.Command {
 		services      []string
 		filters       []string
 		workers       int
+		busyPoll      time.Duration
 		configFile    string
 		statsJSON     string
 	)
@@ -128,7 +130,10 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				statsFile = f
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			sw, err := vswitch.Open(cfg, vswitch.Tuning{}, log)
+			if busyPoll < 0 || busyPoll > vswitch.MaxBusyPoll {
+				return usageError{fmt.Errorf("--busy-poll %v: want 0 to %v", busyPoll, vswitch.MaxBusyPoll)}
+			}
+			sw, err := vswitch.Open(cfg, vswitch.Tuning{BusyPoll: busyPoll}, log)
 			if err != nil {
 				return err
 			}
@@ -150,13 +155,14 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
 	f.StringVar(&configFile, "config", "", "read ports, routes, services, filters and workers from FILE")
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")
+	f.DurationVar(&busyPoll, "busy-poll", vswitch.DefaultBusyPoll, "after finding work, a worker keeps polling this long before it sleeps (0: sleep after a few empty rounds)")
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"slices"
+	"softnet.dev/tun"
 	"testing"
 	"time"
 )
@@ -36,7 +37,7 @@ func TestVariants(t *testing.T) {
 	if got := names(Options{Peers: true}); !slices.Equal(got, []string{KernelVeth, NaiveGo, Softnet}) {
 		t.Errorf("default variants %v", got)
 	}
-	want := []string{KernelVeth, NaiveGo, "no-cache/batch-1", "napi-cache", "+bulk", "+gro", "+defer", "offload-off", OffloadOn}
+	want := []string{KernelVeth, NaiveGo, "no-cache/batch-1", "napi-cache", "+bulk", "+gro", "uring", "+busy-poll", "2-workers", "+defer", "offload-off", OffloadOn}
 	if got := names(Options{Peers: true, Ladder: true}); !slices.Equal(got, want) {
 		t.Errorf("ladder %v", got)
 	}
@@ -54,7 +55,13 @@ func TestVariants(t *testing.T) {
 	if nc := c("no-cache/batch-1"); !nc.Tuning.PoolUncached || nc.Tuning.Batch != 1 || !nc.Offload || !nc.Tuning.SingleGets {
 		t.Errorf("no-cache/batch-1: %+v", nc)
 	}
-	if c("+gro") != defaultSoftnet || c(OffloadOn) != defaultSoftnet || c("+bulk").GRO || !c("+defer").Tuning.DeferTX || !c("napi-cache").Tuning.SingleGets || c("+bulk").Tuning.SingleGets || !c("+defer").GRO || c("offload-off").Offload || c("offload-off").GRO {
+	if g := c("+gro"); g.Tuning.IO != tun.IOSyscall || !g.GRO || c("uring").Tuning.IO != tun.IOUring || c("uring").Tuning.BusyPoll != 0 {
+		t.Errorf("+gro %+v, uring %+v", g, c("uring"))
+	}
+	if b, w := c("+busy-poll"), c("2-workers"); b.Tuning.BusyPoll == 0 || b.Workers > 1 || w.Workers != 2 || w.Tuning != b.Tuning {
+		t.Errorf("+busy-poll %+v, 2-workers %+v", b, w)
+	}
+	if c(OffloadOn) != defaultSoftnet || c("+bulk").GRO || !c("+defer").Tuning.DeferTX || !c("napi-cache").Tuning.SingleGets || c("+bulk").Tuning.SingleGets || !c("+defer").GRO || c("offload-off").Offload || c("offload-off").GRO {
 		t.Errorf("ladder steps: %+v", vs)
 	}
 	if reference(Options{Ladder: true}) != OffloadOn || reference(Options{}) != Softnet {

@@ -20,7 +20,7 @@ type softnetPath struct {
 // switchConfig is the configuration of `softnet switch` that joins the
 // pair: a port in each guest, routed (TUN) or bridged (TAP).
 func switchConfig(p *guestPair, c softnetConfig, tap bool) vswitch.Config {
-	cfg := vswitch.Config{Workers: 1}
+	cfg := vswitch.Config{Workers: max(c.Workers, 1)}
 	for _, g := range p.guests() {
 		cfg.Ports = append(cfg.Ports, vswitch.PortSpec{TAP: tap, Name: g.dev, NetNS: g.ns, Offload: c.Offload, GRO: c.GRO})
 		if !tap {

@@ -131,7 +131,7 @@ drops: softnet's packet drops by reason; nomem stalls are receive bursts cut sho
 		fmt.Fprintln(w, "RSS: the process's peak so far (VmHWM; it could not be reset) / the packet-buffer pool.")
 	}
 	if r.Options.Ladder {
-		fmt.Fprintln(w, "offload-on is the default configuration, the same as +gro, measured again beside offload-off.")
+		fmt.Fprintln(w, "offload-on is the default configuration (+gro with io=uring where the kernel has it), measured again beside offload-off.")
 	}
 }
 

@@ -1,6 +1,14 @@
 package lab
 
-import "softnet.dev/internal/vswitch"
+import (
+	"time"
+
+	"softnet.dev/internal/vswitch"
+	"softnet.dev/tun"
+)
+
+// ladderBusyPoll is the ladder's busy-poll step.
+const ladderBusyPoll = 50 * time.Microsecond
 
 // pathKind is what joins the two guests.
 type pathKind int
@@ -28,6 +36,7 @@ type softnetConfig struct {
 	Tuning  vswitch.Tuning
 	Offload bool // vnet header, checksum and segmentation offloads
 	GRO     bool // coalesce each burst's segments per flow; needs Offload
+	Workers int  // 0 is 1; each port gets one queue per worker
 }
 
 // defaultSoftnet is what `softnet switch` runs: offload on, batch 64, bulk,
@@ -65,10 +74,21 @@ func Variants(o Options) []Variant {
 	step := func(name, desc string, c softnetConfig) Variant {
 		return Variant{Name: name, Desc: desc, kind: pathSoftnet, softnet: c}
 	}
-	noCache := softnetConfig{Tuning: vswitch.Tuning{PoolUncached: true, SingleGets: true, Batch: 1}, Offload: true}
-	napi := softnetConfig{Tuning: vswitch.Tuning{SingleGets: true}, Offload: true}
-	bulk := softnetConfig{Offload: true}
-	deferred := defaultSoftnet
+	// The steps up to +defer read and write with system calls, as they
+	// did before io_uring, so that each adds one mechanism.
+	sys := vswitch.Tuning{IO: tun.IOSyscall}
+	noCache := softnetConfig{Tuning: vswitch.Tuning{PoolUncached: true, SingleGets: true, Batch: 1, IO: tun.IOSyscall}, Offload: true}
+	napi := softnetConfig{Tuning: vswitch.Tuning{SingleGets: true, IO: tun.IOSyscall}, Offload: true}
+	bulk := softnetConfig{Tuning: sys, Offload: true}
+	gro := defaultSoftnet
+	gro.Tuning = sys
+	uringStep := defaultSoftnet
+	uringStep.Tuning.IO = tun.IOUring
+	busy := uringStep
+	busy.Tuning.BusyPoll = ladderBusyPoll
+	two := busy
+	two.Workers = 2
+	deferred := gro
 	deferred.Tuning.DeferTX = true
 	offOff := defaultSoftnet
 	offOff.Offload, offOff.GRO = false, false
@@ -76,10 +96,13 @@ func Variants(o Options) []Variant {
 		step("no-cache/batch-1", "no per-worker cache (every buffer from the locked depot), batch 1, offload on", noCache),
 		step("napi-cache", "per-worker cache, batch 64, one get per packet", napi),
 		step("+bulk", "+ one bulk get per burst", bulk),
-		step("+gro", "+ GRO: each burst's segments of a flow leave as one GSO packet (the default configuration)", defaultSoftnet),
-		step("+defer", "+ TX on its own goroutine per queue: every free is a deferred remote free", deferred),
+		step("+gro", "+ GRO: each burst's segments of a flow leave as one GSO packet (io=syscall)", gro),
+		step("uring", "io=uring: multishot reads into a ring of lent buffers, a burst's writes in one io_uring_enter", uringStep),
+		step("+busy-poll", "+ busy polling for "+ladderBusyPoll.String()+" after the last packet", busy),
+		step("2-workers", "+ a second worker and a second queue per port", two),
+		step("+defer", "+gro, with TX on its own goroutine per queue: every free is a deferred remote free", deferred),
 		step("offload-off", "default configuration without the vnet header (so without GRO): the kernel segments and checksums", offOff),
-		step(OffloadOn, "default configuration (same as +gro), measured beside offload-off", defaultSoftnet),
+		step(OffloadOn, "default configuration (+gro, io=uring where available), measured beside offload-off", defaultSoftnet),
 	)
 }
 

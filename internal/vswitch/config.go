@@ -14,14 +14,15 @@ import (
 )
 
 // PortSpec is one --port argument:
-// kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off].
+// kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall].
 type PortSpec struct {
 	TAP     bool
 	Name    string
 	NetNS   string
-	Queues  int  // 0: one per worker
-	Offload bool // default on
-	GRO     bool // default on with offload; needs it
+	Queues  int    // 0: one per worker
+	Offload bool   // default on
+	GRO     bool   // default on with offload; needs it
+	IO      tun.IO // default tun.IOAuto: io_uring where the kernel has it
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -42,6 +43,9 @@ func (p PortSpec) String() string {
 		s += ",offload=off"
 	} else if !p.GRO {
 		s += ",gro=off"
+	}
+	if p.IO != tun.IOAuto {
+		s += ",io=" + p.IO.String()
 	}
 	return s
 }
@@ -104,8 +108,14 @@ func ParsePort(s string) (PortSpec, error) {
 			} else {
 				spec.GRO, groSet = on, true
 			}
+		case "io":
+			m, err := tun.ParseIO(v)
+			if err != nil {
+				return spec, fmt.Errorf("port %q: %w", s, err)
+			}
+			spec.IO = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro)", s, k)
+			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io)", s, k)
 		}
 	}
 	if !spec.Offload {
@@ -123,7 +133,7 @@ func ParsePort(s string) (PortSpec, error) {
 
 // device is the TUN/TAP device the port opens with q queues.
 func (p PortSpec) device(q int) tun.Config {
-	return tun.Config{Name: p.Name, TAP: p.TAP, NetNS: p.NetNS, Queues: q, Offload: p.Offload, GRO: p.GRO}
+	return tun.Config{Name: p.Name, TAP: p.TAP, NetNS: p.NetNS, Queues: q, Offload: p.Offload, GRO: p.GRO, IO: p.IO}
 }
 
 // ParseRoute parses a --route value.

@@ -23,6 +23,12 @@ import (
 // stop.
 const stopTimeout = 2 * time.Second
 
+// Busy polling of `softnet switch --busy-poll`.
+const (
+	DefaultBusyPoll = 0
+	MaxBusyPoll     = time.Second
+)
+
 // Tuning holds what softnet's lab turns to measure one mechanism at a
 // time. The zero value is what `softnet switch` runs.
 type Tuning struct {
@@ -30,6 +36,12 @@ type Tuning struct {
 	SingleGets   bool // knob.TUNSingleGets: one Get per received packet
 	Batch        int  // the engine's budget per queue and round; 0 is engine.DefaultBatch
 	DeferTX      bool // TX on a goroutine per queue (txthread): every free is a remote one
+	// IO, if not tun.IOAuto, is every port's I/O path, whatever its spec
+	// says.
+	IO tun.IO
+	// BusyPoll is engine.Config.BusyPoll; `softnet switch --busy-poll`
+	// sets it.
+	BusyPoll time.Duration
 }
 
 // Plan is everything Open builds, worked out from a Config and a Tuning
@@ -55,7 +67,7 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	p := Plan{
 		// Each worker keeps its OS thread: its CPU time can then be read
 		// per thread, and a thread's caches stay warm.
-		Engine:  engine.Config{Workers: cfg.Workers, Batch: t.Batch, LockOSThread: true},
+		Engine:  engine.Config{Workers: cfg.Workers, Batch: t.Batch, LockOSThread: true, BusyPoll: t.BusyPoll},
 		DeferTX: t.DeferTX,
 		TAP:     cfg.Ports[0].TAP,
 		Filters: cfg.Filters,
@@ -69,7 +81,10 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		if q == 0 {
 			q = cfg.Workers
 		}
-		dc := tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload, GRO: spec.GRO}
+		dc := spec.device(q)
+		if t.IO != tun.IOAuto {
+			dc.IO = t.IO
+		}
 		if t.SingleGets {
 			knob.TUNSingleGets(&dc)
 		}
@@ -148,7 +163,12 @@ func (sw *Switch) open() error {
 		if d.Created() {
 			how = "created"
 		}
-		sw.log.Info("port", "spec", sw.cfg.Ports[i].String(), "device", how, "info", d.Info().String())
+		io, why := d.IO()
+		attrs := []any{"spec", sw.cfg.Ports[i].String(), "device", how, "info", d.Info().String(), "io", io.String()}
+		if why != nil {
+			attrs = append(attrs, "io_fallback", why.Error())
+		}
+		sw.log.Info("port", attrs...)
 	}
 	var err error
 	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
