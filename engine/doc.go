@@ -14,6 +14,17 @@
 // to come home, for a kick or at most a few hundred microseconds: polling
 // a readable TUN file again at once would spin.
 //
+// With Config.BusyPoll a worker that found work keeps polling for that
+// long after its last packet before it sleeps (the kernel's
+// napi_busy_poll): a packet that follows soon costs no wake-up. A worker
+// that found nothing since it woke sleeps as without it, so an idle
+// engine stays idle.
+//
+// Queues that are port.Attachers (TUN queues on io_uring) keep kernel
+// state that belongs to one OS thread: a worker serving one locks its
+// goroutine to its thread, attaches them before its first round and
+// detaches them, taking back every buffer they lent, after its last.
+//
 // A program that panics loses its batch: every packet of it is dropped
 // with drop.Prog and the worker keeps running. A port whose queue returns
 // an error is marked down and no longer polled or sent to; the rest of the

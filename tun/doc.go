@@ -41,6 +41,32 @@
 // the default pool's 64 KiB), the largest class is used and a longer
 // frame is dropped as drop.PktTooBig.
 //
+// # I/O paths
+//
+// Config.IO picks how queues move packets. On the system-call path a
+// queue reads one packet per read(2) and writes one per write(2) or
+// writev(2). On the io_uring path (the default where the kernel has
+// multishot read, Linux 6.7, and lets this process use io_uring; Device.IO
+// says which path was chosen and why not io_uring) each RX queue has a
+// ring with one multishot read of its file into a provided-buffer ring
+// whose buffers are lent from the polling worker's cache, so one
+// io_uring_enter per round stands for every read; each TX queue has a
+// ring into which Transmit gathers a burst's writes (the same GRO runs,
+// whole offloaded packets and drop reasons as the system-call path) and
+// submits them with one io_uring_enter, which also reaps them since a TUN
+// write completes inline. Packets that need segmenting or checksumming in
+// software take the system-call path, in order.
+//
+// Every buffer lent to the kernel is accounted for: in the ring until a
+// completion names it, then a packet or a drop with its reason. An empty
+// buffer ring ends the multishot read with ENOBUFS, counted as
+// drop.NoMem, and the next Receive refills and re-arms it. The RX queue's
+// FD is an eventfd the ring signals, for the worker's epoll. A worker
+// that attaches the queues (port.Attacher: the engine does, on its locked
+// thread) gets single-issuer DEFER_TASKRUN rings and detaches them when it
+// stops, which cancels the requests and takes every lent buffer back;
+// Close does the same for queues used without attaching.
+//
 // # Namespaces
 //
 // Config.NetNS names a network namespace as `ip netns add` makes them.

@@ -153,9 +153,8 @@ func TestUringAttachDetach(t *testing.T) {
 			err = errors.New("attached rings are not single-issuer")
 			return
 		}
-		got := receive(t, c, rq, 0, nil)
 		sendUDP(t, ns, dst, 3)
-		got = receive(t, c, rq, 3, isUDPTo(packet.L3, dst))
+		got := receive(t, c, rq, 3, isUDPTo(packet.L3, dst))
 		c.ConsumeBulk(got)
 		out := []*buffer.Buf{
 			putUDP(t, c, netip.AddrPortFrom(peerV4, 9), to, []byte("one")),

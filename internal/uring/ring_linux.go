@@ -44,7 +44,7 @@ type Ring struct {
 	flags    uint32 // setup flags the kernel accepted
 	features uint32
 
-	ringMem, cqMem, sqeMem []byte
+	ringMem, sqeMem []byte
 
 	sqHead, sqTail *uint32
 	sqMask         uint32
@@ -292,7 +292,7 @@ func (r *Ring) RegisterEventfd(fd int) error {
 // still in flight (asynchronously: cancel and reap first to know when the
 // kernel is done with buffers). Close is idempotent.
 func (r *Ring) Close() error {
-	for _, m := range []*[]byte{&r.sqeMem, &r.ringMem, &r.cqMem} {
+	for _, m := range []*[]byte{&r.sqeMem, &r.ringMem} {
 		if *m != nil {
 			_ = unix.Munmap(*m)
 			*m = nil

@@ -18,10 +18,8 @@ const (
 
 // Features (IORING_FEAT_*).
 const (
-	featSingleMmap   = 1 << 0
-	featNoDrop       = 1 << 1
-	featSubmitStable = 1 << 2
-	featExtArg       = 1 << 8
+	featSingleMmap = 1 << 0
+	featExtArg     = 1 << 8
 )
 
 // Enter flags (IORING_ENTER_*).
@@ -33,9 +31,7 @@ const (
 // Register opcodes (IORING_REGISTER_*).
 const (
 	registerFiles      = 2
-	unregisterFiles    = 3
 	registerEventfd    = 4
-	unregisterEventfd  = 5
 	registerProbe      = 8
 	registerPbufRing   = 22
 	unregisterPbufRing = 23
@@ -52,7 +48,6 @@ const (
 const (
 	OpNop           uint8 = 0
 	OpWritev        uint8 = 2
-	OpPollAdd       uint8 = 6
 	OpAsyncCancel   uint8 = 14
 	OpRead          uint8 = 22
 	OpWrite         uint8 = 23
@@ -62,9 +57,7 @@ const (
 // SQE flags (IOSQE_*).
 const (
 	SQEFixedFile    uint8 = 1 << 0
-	SQEIOLink       uint8 = 1 << 2
 	SQEBufferSelect uint8 = 1 << 5
-	SQECQESkip      uint8 = 1 << 6
 )
 
 // CQE flags (IORING_CQE_F_*).
