@@ -224,7 +224,10 @@ func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) 
 		case n > 1:
 			n, res = q.writeRun(i)
 		case keep:
-			res = q.write(b[offset-vnet.HeaderLen:], hdrInline)
+			h, _ := vnet.Decode(b[offset-vnet.HeaderLen:])
+			if res = q.write(b[offset-vnet.HeaderLen:], hdrInline); res.ok() && h.IsGSO() {
+				q.ctr.n[cGSOOut]++
+			}
 		default:
 			res = q.write(b[offset:], q.hdr)
 		}
