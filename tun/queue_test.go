@@ -594,3 +594,99 @@ func TestQueueReadGSOBatch(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// The blocking paths allocate nothing in steady state: Write and Read
+// (with a GSO packet split), Transmit and Receive.
+func TestQueueAllocatesNothing(t *testing.T) {
+	_, c := newPool(t, buffer.Config{})
+	ns := netnstest.New(t)
+	name := devName("qa")
+	d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: true, GRO: true})
+	addAddrs(t, ns, name, hostV4, netip.Addr{})
+	disableIPv6(t, ns, name) // no link-local chatter
+	q := d.Queue(0)
+	toHost := echoRequest(peerV4, hostV4) // answered out of the device
+	isReply := func(p []byte) bool {
+		return len(p) > packet.IPv4HeaderLen && p[9] == packet.ProtoICMP && p[packet.IPv4HeaderLen] == 0
+	}
+	const offset = 16
+	out := [][]byte{append(make([]byte, offset), toHost...)}
+	bufs := makeBufs(q.BatchSize(), 2048)
+	sizes := make([]int, len(bufs))
+	dst := netip.AddrPortFrom(peerV4, 4002)
+	gso := rawUDP(t, ns, netip.AddrPortFrom(hostV4, 0), dst)
+	if err := unix.SetsockoptInt(gso, unix.SOL_UDP, unix.UDP_SEGMENT, 1000); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 8000)
+	isSegment := func(p []byte) bool { return len(p) == 28+1000 && p[9] == packet.ProtoUDP }
+
+	// readUntil reads until match has taken want packets, bounded in
+	// reads rather than time to stay allocation-free.
+	readUntil := func(want int, match func([]byte) bool) {
+		got := 0
+		for range 50 {
+			n, err := q.Read(bufs, sizes, offset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				if match(bufs[i][offset : offset+sizes[i]]) {
+					got++
+				}
+			}
+			if got >= want {
+				return
+			}
+		}
+		t.Fatalf("got %d matching packets in 50 reads, want %d", got, want)
+	}
+	bytesPath := func() {
+		if n, err := q.Write(out, offset); n != 1 || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+		readUntil(1, isReply)
+		if _, err := unix.Write(gso, payload); err != nil {
+			t.Fatal(err)
+		}
+		readUntil(8, isSegment)
+	}
+	pbufs := make([]*buffer.Buf, 64)
+	poolPath := func() {
+		b, err := c.Get(buffer.ClassMTU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetData(b.Headroom(), copy(b.Frame()[b.Headroom():], toHost))
+		pbufs[0] = b
+		if n, err := q.Transmit(c, pbufs[:1]); n != 1 || err != nil {
+			t.Fatalf("Transmit = %d, %v", n, err)
+		}
+		for range 50 {
+			n, err := q.Receive(c, pbufs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, b := range pbufs[:n] {
+				found = found || isReply(b.Bytes())
+			}
+			c.ConsumeBulk(pbufs[:n])
+			if found {
+				return
+			}
+		}
+		t.Fatal("no echo reply in 50 receives")
+	}
+	bytesPath() // warm up: scratch, GRO state, the cache
+	poolPath()
+	if a := testing.AllocsPerRun(100, bytesPath); a != 0 {
+		t.Errorf("Write+Read: %v allocations per run", a)
+	}
+	if a := testing.AllocsPerRun(100, poolPath); a != 0 {
+		t.Errorf("Transmit+Receive: %v allocations per run", a)
+	}
+	if s := d.Stats(); s.Segmented == 0 && d.Info().Offloads&port.OffloadUSO4 != 0 {
+		t.Errorf("no GSO packet was split: %+v", s)
+	}
+}
