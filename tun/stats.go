@@ -23,8 +23,8 @@ type Stats struct {
 	RxDrops drop.Counts `json:"rx_drops"`
 	TxDrops drop.Counts `json:"tx_drops"`
 
-	GSOIn        uint64 `json:"gso_in"`        // GSO packets received whole, marked FlagVnetHdr
-	GSOOut       uint64 `json:"gso_out"`       // GSO packets written whole, for the kernel to segment
+	GSOIn  uint64 `json:"gso_in"`  // GSO packets received whole, marked FlagVnetHdr
+	GSOOut uint64 `json:"gso_out"` // GSO packets written whole, for the kernel to segment
 	// Segmented counts the GSO packets segmented in software, on
 	// transmit and by Queue.Read; Segments the segments written or
 	// handed over; CsumFinished the checksums finished in software.
