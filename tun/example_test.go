@@ -21,7 +21,8 @@ func Example() {
 }
 
 func bridge(ctx context.Context, nsA, nsB string) error {
-	// 64 KiB buffers: devices with offloads hand over GSO packets whole.
+	// 64 KiB buffers, as offloading devices hand over GSO packets whole; 512
+	// cover each goroutine's cache and burst.
 	pool, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: 65536, Count: 512}}})
 	if err != nil {
 		return err

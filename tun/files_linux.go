@@ -11,8 +11,8 @@ import (
 	"softnet.dev/packet"
 )
 
-// flagsOf are the TUNGETIFF flags a Device depends on.
-const flagsOf = unix.IFF_TUN | unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE
+// ifFlags are the TUNGETIFF flags a Device depends on.
+const ifFlags = unix.IFF_TUN | unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE
 
 // FromFiles runs a device over files already attached to it, one per
 // queue: /dev/net/tun files after TUNSETIFF, as a privileged helper, a
@@ -127,7 +127,7 @@ func attached(f *os.File) (fd int, name string, flags uint16, err error) {
 		// file never attached.
 		return -1, "", 0, fmt.Errorf("%s is not attached to a TUN/TAP device (TUNGETIFF: %w)", f.Name(), err)
 	}
-	return fd, ifr.Name(), ifr.Uint16() & flagsOf, nil
+	return fd, ifr.Name(), ifr.Uint16() & ifFlags, nil
 }
 
 // deviceMTU looks up the MTU of the device fd is attached to, in the
