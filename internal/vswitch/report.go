@@ -34,7 +34,7 @@ type DeviceStats struct {
 }
 
 func newReport(s engine.Stats) *Report {
-	return &Report{Ports: s.Ports, Workers: s.Workers, Drops: s.Buffers.Drops, Buffers: s.Buffers, }
+	return &Report{Ports: s.Ports, Workers: s.Workers, Drops: s.Buffers.Drops, Buffers: s.Buffers}
 }
 
 func (r *Report) setLeak(err error) {
