@@ -1,23 +1,36 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/program"
 )
 
 func newSwitchCmd() *cobra.Command {
 	var (
 		ports, routes []string
 		services      []string
+		filters       []string
 		workers       int
 		configFile    string
 		statsJSON     string
+		controlPath   string
+		metricsAddr   string
+		logFormat     string
+		logLevel      string
 	)
 	cmd := &cobra.Command{
 		Use:   "switch --port SPEC --port SPEC [--route PREFIX=PORT]... [--workers N]",
@@ -44,19 +57,31 @@ endpoint (package endpoint), answering guests at ADDR:PORT, which is
 routed to it: udp-echo:ADDR:PORT sends every datagram back to its source
 (payloads up to 2020 bytes), udp-sink:ADDR:PORT counts them.
 
-The configuration file has one directive per line: "port SPEC",
-"route PREFIX=PORT", "service KIND:ADDR:PORT", "workers N"; '#' starts a
-comment.
+A filter rule is "allow" or "deny" followed by any of src=PREFIX,
+dst=PREFIX, proto=tcp|udp|icmp|icmpv6|NUMBER, sport=PORT[-PORT] and
+dport=PORT[-PORT] (ports need proto=tcp or udp). Rules are tried in order
+and the first that matches an IP packet decides; a packet no rule matches
+passes, so end with a bare "deny" for a default-deny policy. Denied
+packets are dropped and counted as FILTER. ARP passes untouched.
+
+The configuration file (--config) has one directive per line, '#' starts
+a comment, and flags add to what it says:
+` + vswitch.Directives + `
+Every bad line is reported with its file and line.
 
 On SIGINT or SIGTERM the switch stops within 2 s, closes every port,
 prints per-port statistics, drops by reason and the buffer leak check, and
 exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		Example: `  ip netns add guest1; ip netns add guest2
   softnet switch --port tun:sn0,netns=guest1 --port tun:sn1,netns=guest2 \
-      --route 198.18.1.0/24=sn0 --route 198.18.2.0/24=sn1`,
+      --route 198.18.1.0/24=sn0 --route 198.18.2.0/24=sn1 \
+      --filter "deny proto=udp dport=53"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg vswitch.Config
+			if workers < 1 || workers > vswitch.MaxWorkers {
+				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
+			}
 			if configFile != "" {
 				f, err := os.Open(configFile)
 				if err != nil {
@@ -89,51 +114,156 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				}
 				cfg.Services = append(cfg.Services, sv)
 			}
+			for _, s := range filters {
+				r, err := program.ParseRule(s)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Filters = append(cfg.Filters, r)
+			}
 			if cmd.Flags().Changed("workers") || cfg.Workers == 0 {
 				cfg.Workers = workers
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			sw, err := vswitch.Open(cfg, log)
+			// Found out now, not after a day of forwarding.
+			var statsFile *os.File
+			if statsJSON != "" {
+				f, err := os.OpenFile(statsJSON, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				if err != nil {
+					return usageError{fmt.Errorf("--stats-json: %w", err)}
+				}
+				defer f.Close()
+				statsFile = f
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			// The listeners first: they fail fast, before any device exists.
+			var lns []net.Listener
+			defer func() {
+				for _, ln := range lns {
+					ln.Close()
+				}
+			}()
+			var apiLn, metricsLn net.Listener
+			if controlPath != "" {
+				if apiLn, err = control.Listen(controlPath); err != nil {
+					return err
+				}
+				lns = append(lns, apiLn)
+			}
+			if metricsAddr != "" {
+				if metricsLn, err = net.Listen("tcp", metricsAddr); err != nil {
+					return fmt.Errorf("--metrics: %w", err)
+				}
+				lns = append(lns, metricsLn)
+			}
+			sw, err := vswitch.Open(cfg, vswitch.Tuning{}, log)
 			if err != nil {
 				return err
 			}
-			rep, err := sw.Run(cmd.Context())
-			if rep != nil {
-				if werr := rep.WriteText(cmd.OutOrStdout()); werr != nil {
-					err = werr
-				}
-				if statsJSON != "" {
-					if jerr := writeJSONFile(statsJSON, rep); jerr != nil {
-						err = jerr
-					}
-				}
-				if rep.Leaked > 0 {
-					return &exitError{code: exitFailure, err: fmt.Errorf("%d buffers leaked", rep.Leaked)}
-				}
+			if err := sw.Start(); err != nil {
+				_, cerr := sw.Close()
+				return errors.Join(err, cerr)
 			}
-			return err
+			servers := serve(sw, apiLn, metricsLn, log)
+			<-cmd.Context().Done()
+			// The servers read the switch's counters: they stop first.
+			shutdown(servers)
+			rep, err := sw.Close()
+			if rep == nil {
+				return err
+			}
+			errs := []error{err, rep.WriteText(cmd.OutOrStdout())}
+			if statsFile != nil {
+				errs = append(errs, writeJSON(statsFile, rep))
+			}
+			if rep.Leaked > 0 {
+				errs = append(errs, fmt.Errorf("%d buffers leaked", rep.Leaked))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
+	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
-	f.StringVar(&configFile, "config", "", "read ports, routes and workers from FILE")
+	f.StringVar(&configFile, "config", "", "read ports, routes, services, filters and workers from FILE")
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")
+	f.StringVar(&controlPath, "control", control.DefaultSocket, `serve the control API (softnet ctl) on this Unix socket, mode 0660; "" for none`)
+	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9477)")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
 }
 
-func writeJSONFile(name string, v any) error {
+// serve starts the API and metrics servers on the listeners given.
+func serve(sw *vswitch.Switch, apiLn, metricsLn net.Listener, log *slog.Logger) (servers []interface{ Shutdown(context.Context) error }) {
+	if apiLn != nil {
+		api := control.NewServer(sw, log)
+		go func() {
+			if err := api.Serve(apiLn); err != nil {
+				log.Error("control API", "err", err)
+			}
+		}()
+		servers = append(servers, api)
+		log.Info("control API", "socket", apiLn.Addr().String())
+	}
+	if metricsLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", control.MetricsHandler(sw))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := srv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics", "err", err)
+			}
+		}()
+		servers = append(servers, srv)
+		log.Info("metrics", "url", "http://"+metricsLn.Addr().String()+"/metrics")
+	}
+	return servers
+}
+
+func shutdown(servers []interface{ Shutdown(context.Context) error }) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(ctx) // past the deadline the listeners are closed anyway
+	}
+}
+
+// newLogger returns the structured logger --log-format and --log-level
+// ask for.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func writeJSON(f *os.File, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("stats: %w", err)
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("--stats-json: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -85,7 +86,13 @@ func startSwitch(t *testing.T, gs []*guest, workers int, opts ...string) (stop f
 // startSwitchServices is startSwitch with built-in services.
 func startSwitchServices(t *testing.T, gs []*guest, workers int, services []ServiceSpec, opts ...string) (sw *Switch, stop func() *Report) {
 	t.Helper()
-	cfg := Config{Workers: workers, Services: services}
+	return startSwitchConfig(t, gs, Config{Workers: workers, Services: services}, opts...)
+}
+
+// startSwitchConfig is startSwitch with cfg's services, filters and
+// workers.
+func startSwitchConfig(t *testing.T, gs []*guest, cfg Config, opts ...string) (sw *Switch, stop func() *Report) {
+	t.Helper()
 	for i, g := range gs {
 		spec := "tun:" + g.dev + ",netns=" + g.ns.Name
 		if i < len(opts) && opts[i] != "" {
@@ -104,7 +111,7 @@ func startSwitchServices(t *testing.T, gs []*guest, workers int, services []Serv
 			cfg.Routes = append(cfg.Routes, r)
 		}
 	}
-	sw, err := Open(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +388,7 @@ func TestSwitchTAPBridge(t *testing.T) {
 		}
 		cfg.Ports = append(cfg.Ports, p)
 	}
-	sw, err := Open(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,12 +425,10 @@ func TestSwitchTAPBridge(t *testing.T) {
 // and report a balanced leak check.
 func TestSwitchCommandSIGTERM(t *testing.T) {
 	gs := newGuests(t, 2)
-	bin := filepath.Join(t.TempDir(), "softnet")
-	if out, err := exec.Command("go", "build", "-o", bin, "softnet.dev/cmd/softnet").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildSoftnet(t)
 	statsFile := filepath.Join(t.TempDir(), "stats.json")
-	args := []string{"switch", "--stats-json", statsFile}
+	socket := filepath.Join(t.TempDir(), "softnet.sock")
+	args := []string{"switch", "--stats-json", statsFile, "--control", socket}
 	for _, g := range gs {
 		args = append(args, "--port", "tun:"+g.dev+",netns="+g.ns.Name, "--route", g.net4+"="+g.dev)
 	}
@@ -461,6 +466,25 @@ func TestSwitchCommandSIGTERM(t *testing.T) {
 		}
 	}
 	ping(t, gs[0], gs[1].v4)
+	// softnet ctl sees the running switch.
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{"ctl", "--socket", socket}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("ctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	var live Report
+	if err := json.Unmarshal([]byte(ctl("stats", "--json")), &live); err != nil || live.Ports[0].RxPackets < 3 {
+		t.Errorf("ctl stats --json: %v %+v", err, live.Ports)
+	}
+	if out := ctl("config"); !strings.Contains(out, "route "+gs[0].net4+"="+gs[0].dev+"\n") {
+		t.Errorf("ctl config:\n%s", out)
+	}
+	if out := ctl("stats", "--watch", "100ms", "-n", "2"); strings.Count(out, "rx pkt/s") != 2 {
+		t.Errorf("ctl stats --watch:\n%s", out)
+	}
 	// A transfer that the signal interrupts: a sink in one guest, a
 	// writer in the other that stops at the first error or after 30 s.
 	var ln net.Listener
@@ -516,10 +540,35 @@ func TestSwitchCommandSIGTERM(t *testing.T) {
 			t.Errorf("device %s left behind:\n%s", g.dev, out)
 		}
 	}
+	if _, err := os.Stat(socket); err == nil {
+		t.Error("control socket left behind")
+	}
+	if err := exec.Command(bin, "ctl", "--socket", socket, "stats").Run(); err == nil || err.(*exec.ExitError).ExitCode() != 3 {
+		t.Errorf("ctl with no switch: %v, want exit code 3", err)
+	}
 	conn.Close()
 	if n := <-written; n == 0 {
 		t.Error("the transfer never started")
 	}
+}
+
+// buildSoftnet builds the softnet command into a directory anyone may
+// read, and returns its path.
+func buildSoftnet(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	// The test's temporary directories are private to root; the
+	// without-root case runs the command as nobody.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "softnet")
+	if out, err := exec.Command("go", "build", "-o", bin, "softnet.dev/cmd/softnet").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 type zeroReader struct{}
