@@ -151,10 +151,14 @@ func (q *Queue) dst(b []byte, offset int) ([]byte, bool) {
 	if offset >= vnet.HeaderLen && len(b)-offset >= q.dev.info.MaxFrame {
 		return b[offset-vnet.HeaderLen:], true
 	}
+	return q.scratchBuf(), false
+}
+
+func (q *Queue) scratchBuf() []byte {
 	if q.scratch == nil {
 		q.scratch = make([]byte, vnet.HeaderLen+q.dev.info.MaxFrame)
 	}
-	return q.scratch, false
+	return q.scratch
 }
 
 // deliver hands the m bytes read into p (bufs[n] at offset, less the
@@ -204,8 +208,7 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 		return n
 	case k > len(bufs)-n:
 		if direct {
-			q.dst(nil, 0) // makes scratch
-			copy(q.scratch, p[:m])
+			copy(q.scratchBuf(), p[:m])
 		}
 		q.pending = m
 		return n
