@@ -565,32 +565,35 @@ func TestQueueReadGSOBatch(t *testing.T) {
 	if n := d.Stats().RxDrops[drop.GsoSeg]; n != 1 {
 		t.Fatalf("%d GSO_SEG drops, want 1", n)
 	}
-	// Two GSO packets into 12 buffers: the second waits, whole.
-	send()
-	send()
-	bufs := makeBufs(segs+4, 2048)
-	sizes := make([]int, len(bufs))
-	got := 0
-	for got < 2*segs {
-		n, err := q.Read(bufs, sizes, 16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range n {
-			if p := bufs[i][16 : 16+sizes[i]]; match(p) {
-				var h packet.Headers
-				packet.Parse(p, packet.L3, &h)
-				if ok := packet.TransportChecksumOK(p, &h); !ok || sizes[i] != packet.IPv4HeaderLen+packet.UDPHeaderLen+size {
-					t.Fatalf("segment %d: %d bytes, checksum ok %v", got, sizes[i], ok)
+	// Two GSO packets into 12 buffers: the second waits, whole, also when
+	// the first was split in place in a buffer read into directly.
+	for _, bufSize := range []int{2048, 16 + MaxMTU} {
+		send()
+		send()
+		bufs := makeBufs(segs+4, bufSize)
+		sizes := make([]int, len(bufs))
+		got := 0
+		for got < 2*segs {
+			n, err := q.Read(bufs, sizes, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				if p := bufs[i][16 : 16+sizes[i]]; match(p) {
+					var h packet.Headers
+					packet.Parse(p, packet.L3, &h)
+					if ok := packet.TransportChecksumOK(p, &h); !ok || sizes[i] != packet.IPv4HeaderLen+packet.UDPHeaderLen+size {
+						t.Fatalf("segment %d: %d bytes, checksum ok %v", got, sizes[i], ok)
+					}
+					got++
 				}
-				got++
+			}
+			if n > len(bufs) {
+				t.Fatalf("Read returned %d packets into %d buffers", n, len(bufs))
 			}
 		}
-		if n > len(bufs) {
-			t.Fatalf("Read returned %d packets into %d buffers", n, len(bufs))
-		}
 	}
-	if s := d.Stats(); s.Segmented < 2 || s.RxDrops[drop.GsoSeg] != 1 {
+	if s := d.Stats(); s.Segmented < 4 || s.RxDrops[drop.GsoSeg] != 1 {
 		t.Errorf("stats %+v", s)
 	}
 }
