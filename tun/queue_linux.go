@@ -130,7 +130,13 @@ func (q *Queue) readBurst(bufs [][]byte, sizes []int, offset int) (int, error) {
 		m, err := unix.Read(q.rx.fd, dst)
 		switch err {
 		case nil:
-			n = q.deliver(dst, m, direct, bufs, sizes, offset, n)
+			k := q.deliver(dst, m, direct, bufs, sizes, offset, n) - n
+			n += k
+			if k > 1 && len(bufs)-n < k {
+				// The next packet is likely a GSO packet as large: it
+				// would not fit and would have to be copied aside.
+				return n, nil
+			}
 		case unix.EINTR:
 		case unix.EAGAIN:
 			return n, nil

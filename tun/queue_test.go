@@ -1,11 +1,13 @@
 package tun
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -547,8 +549,11 @@ func TestQueueReadGSOBatch(t *testing.T) {
 	if err := unix.SetsockoptInt(gso, unix.SOL_UDP, unix.UDP_SEGMENT, size); err != nil {
 		t.Fatal(err)
 	}
+	// Each GSO packet's payload is its number in every byte.
+	sent := byte(0)
 	send := func() {
-		if _, err := unix.Write(gso, make([]byte, segs*size)); err != nil {
+		sent++
+		if _, err := unix.Write(gso, bytes.Repeat([]byte{sent}, segs*size)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -565,35 +570,49 @@ func TestQueueReadGSOBatch(t *testing.T) {
 	if n := d.Stats().RxDrops[drop.GsoSeg]; n != 1 {
 		t.Fatalf("%d GSO_SEG drops, want 1", n)
 	}
-	// Two GSO packets into 12 buffers: the second waits, whole, also when
-	// the first was split in place in a buffer read into directly.
+	// Five datagrams and a GSO packet into 12 buffers: the GSO packet
+	// waits, whole, for the next Read, also when it was read directly
+	// into a buffer of the caller's.
 	for _, bufSize := range []int{2048, 16 + MaxMTU} {
-		send()
+		for range 5 {
+			if _, err := unix.Write(plain, []byte("ahead")); err != nil {
+				t.Fatal(err)
+			}
+		}
 		send()
 		bufs := makeBufs(segs+4, bufSize)
 		sizes := make([]int, len(bufs))
-		got := 0
-		for got < 2*segs {
+		var got []int // lengths of the matching packets, by Read
+		for reads := 0; len(got) < 5+segs; reads++ {
 			n, err := q.Read(bufs, sizes, 16)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := range n {
-				if p := bufs[i][16 : 16+sizes[i]]; match(p) {
-					var h packet.Headers
-					packet.Parse(p, packet.L3, &h)
-					if ok := packet.TransportChecksumOK(p, &h); !ok || sizes[i] != packet.IPv4HeaderLen+packet.UDPHeaderLen+size {
-						t.Fatalf("segment %d: %d bytes, checksum ok %v", got, sizes[i], ok)
-					}
-					got++
+				p := bufs[i][16 : 16+sizes[i]]
+				if !match(p) {
+					continue
 				}
-			}
-			if n > len(bufs) {
-				t.Fatalf("Read returned %d packets into %d buffers", n, len(bufs))
+				var h packet.Headers
+				packet.Parse(p, packet.L3, &h)
+				if !packet.TransportChecksumOK(p, &h) {
+					t.Fatalf("packet %d: bad checksum", len(got))
+				}
+				if sizes[i] > 33 && p[len(p)-1] != sent {
+					t.Fatalf("segment of GSO packet %d, want %d", p[len(p)-1], sent)
+				}
+				got = append(got, sizes[i])
 			}
 		}
+		want := []int{33, 33, 33, 33, 33}
+		for range segs {
+			want = append(want, packet.IPv4HeaderLen+packet.UDPHeaderLen+size)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("buffers of %d bytes: packet lengths %v, want %v", bufSize, got, want)
+		}
 	}
-	if s := d.Stats(); s.Segmented < 4 || s.RxDrops[drop.GsoSeg] != 1 {
+	if s := d.Stats(); s.Segmented != 2 || s.RxDrops[drop.GsoSeg] != 1 {
 		t.Errorf("stats %+v", s)
 	}
 }
