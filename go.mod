@@ -3,6 +3,7 @@ module softnet.dev
 go 1.26.0
 
 require (
+	github.com/gopacket/gopacket v1.7.7
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.74.0
 	github.com/schollz/progressbar/v3 v3.19.1
