@@ -135,7 +135,11 @@ func ipv4HeaderLen(hdr []byte) (int, bool) {
 // reports false if hdr is shorter than its IHL says.
 func IPv4HeaderChecksumOK(hdr []byte) bool {
 	n, ok := ipv4HeaderLen(hdr)
-	return ok && Checksum(hdr[:n], 0) == 0
+	// A correct header sums to all ones, in either byte order: the sum
+	// needs neither Checksum's byte swap nor its complement. An IHL of at
+	// least 5 keeps the header from being all zeros, the one other input
+	// whose sum folds to a fixed value.
+	return ok && fold(sumLittleEndian(hdr[:n])) == 0xffff
 }
 
 // SetIPv4HeaderChecksum computes and stores the header checksum of the

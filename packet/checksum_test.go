@@ -306,6 +306,7 @@ func TestChecksumAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, func() {
 		Checksum(b, 0)
 		Checksum(b[1:1001], PseudoHeaderChecksum(ProtoUDP, ip6A, ip6B, 1000))
+		IPv4HeaderChecksumOK(b)
 	}); a != 0 {
 		t.Errorf("Checksum: %v allocations per run", a)
 	}
@@ -335,5 +336,17 @@ func BenchmarkChecksum(b *testing.B) {
 				Checksum(buf, 0)
 			}
 		})
+	}
+}
+
+// The check the L3 forwarder makes on every IPv4 packet it receives.
+func BenchmarkIPv4HeaderChecksumOK(b *testing.B) {
+	hdr := make([]byte, IPv4HeaderLen)
+	PutIPv4(hdr, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.1.1"), ProtoUDP, 64, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !IPv4HeaderChecksumOK(hdr) {
+			b.Fatal("checksum of a header PutIPv4 wrote is wrong")
+		}
 	}
 }
