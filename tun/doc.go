@@ -20,8 +20,11 @@
 // queue that gets a marked packet writes it with its header in one write,
 // without a copy, if its own device accepted that offload; otherwise it
 // segments it (vnet.Segment) or finishes its checksum (vnet.FinishChecksum)
-// in software. Unmarked packets go out with a zero header on a device with
-// IFF_VNET_HDR and as they are on one without.
+// in software. A GSO packet that would make more than vnet.MaxSegments
+// segments (a forged header: 64 KiB in segments of 60 bytes) is dropped
+// with drop.GsoSeg instead, so one packet costs at most that many writes.
+// Unmarked packets go out with a zero header on a device with IFF_VNET_HDR
+// and as they are on one without.
 //
 // With Config.GRO as well, Transmit coalesces each burst before writing
 // it: runs of segments of one TCP or UDP flow (vnet.Coalescer) leave as one

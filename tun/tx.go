@@ -15,14 +15,6 @@ import (
 	"softnet.dev/vnet"
 )
 
-// Segment scratch space: enough for any USO packet (the kernel's
-// UDP_MAX_SEGMENTS) and TSO at common MSS values, preallocated; a packet
-// with more segments grows it once, up to maxSegments.
-const (
-	initSegments = 128
-	maxSegments  = 1024
-)
-
 // txQueue writes to one queue's file. Only its worker touches it.
 type txQueue struct {
 	_        [cacheline.Size]byte
@@ -61,7 +53,9 @@ func (q *txQueue) init(d *Device, fd int) {
 	}
 	q.iov[0].Base = &q.zero[0]
 	q.iov[0].SetLen(len(q.zero))
-	q.segs = make([]*buffer.Buf, initSegments)
+	// Segment scratch space for the most segments vnet.Segment makes of
+	// one packet: a packet that would make more is dropped as GSO_SEG.
+	q.segs = make([]*buffer.Buf, vnet.MaxSegments)
 	q.ctr = newCounters()
 	if kinds := groKinds(q.offloads); d.gro && kinds != 0 {
 		q.gro = &groState{plan: vnet.NewCoalescer(q.layer, kinds, q.maxFrame)}
@@ -294,11 +288,8 @@ func ipVersion(pkt []byte, layer packet.Layer) int {
 func (q *txQueue) segment(c *buffer.Cache, b *buffer.Buf, h vnet.Header) (bool, error) {
 	pkt := b.Bytes()
 	n := vnet.SegmentCount(h, pkt, q.layer)
-	if n < 1 || n > maxSegments {
+	if n < 1 {
 		return q.done(c, b, failed(drop.GsoSeg))
-	}
-	if n > len(q.segs) {
-		q.segs = make([]*buffer.Buf, n)
 	}
 	segs := q.segs[:n]
 	got, reason := vnet.Segment(c, h, pkt, q.layer, segs)
