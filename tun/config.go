@@ -2,6 +2,7 @@ package tun
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"softnet.dev/internal/knob"
@@ -35,6 +36,10 @@ type Config struct {
 	// Offload and applies to the GSO kinds the kernel accepted (TSO4,
 	// TSO6, USO4, USO6), with checksum offload.
 	GRO bool
+	// Log receives what happens to the device's link while it is open:
+	// down and up, MTU changes (and the frames the port then accepts),
+	// deletion. Nil discards it.
+	Log *slog.Logger
 
 	// singleGets (internal/knob.TUNSingleGets) takes each receive buffer
 	// with its own Cache.Get. By default a queue takes the buffers for a

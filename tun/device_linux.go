@@ -3,6 +3,7 @@ package tun
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,10 @@ type Device struct {
 	setUp   bool // it was down and Open set it up
 	origMTU int  // Open changed its MTU from this; 0 if not
 
+	link    linkStatus
+	watch   *linkWatch
+	ifindex int
+
 	closed  atomic.Bool
 	closeMu sync.Mutex
 }
@@ -59,7 +64,17 @@ func Open(cfg Config) (*Device, error) {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
 	}
+	d.link.maxFrame.Store(int32(d.info.MaxFrame))
 	d.makeQueues()
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l2 := 0
+	if cfg.TAP {
+		l2 = packet.EthernetHeaderLen
+	}
+	d.watch.start(d, d.ifindex, l2, log)
 	return d, nil
 }
 
@@ -71,6 +86,11 @@ func (d *Device) open(cfg Config) error {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	d.nl = nl
+	// Subscribed before anything is looked at, so that no change is
+	// missed between the look and the subscription.
+	if d.watch, err = newLinkWatch(); err != nil {
+		return err
+	}
 	before, err := lookup(nl, cfg.Name)
 	switch {
 	case err != nil:
@@ -123,6 +143,7 @@ func (d *Device) open(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("look up after attach: %w", err)
 	}
+	d.ifindex = link.Attrs().Index
 	mtu := link.Attrs().MTU
 	if cfg.MTU != 0 && cfg.MTU != mtu {
 		if err := nl.LinkSetMTU(link, cfg.MTU); err != nil {
@@ -154,6 +175,10 @@ func (d *Device) undo() {
 		unix.Close(fd)
 	}
 	d.fds = nil
+	if d.watch != nil {
+		d.watch.stop()
+		d.watch = nil
+	}
 	if d.nl == nil {
 		return
 	}
@@ -201,8 +226,13 @@ func (d *Device) makeQueues() {
 	}
 }
 
-// Info describes the port. Offloads are those the kernel accepted.
-func (d *Device) Info() port.Info { return d.info }
+// Info describes the port. Offloads are those the kernel accepted;
+// MaxFrame follows the device's MTU if it has no vnet header.
+func (d *Device) Info() port.Info {
+	info := d.info
+	info.MaxFrame = int(d.link.maxFrame.Load())
+	return info
+}
 
 // Created reports whether Open created the device (and Close removes it)
 // rather than attaching to an existing one.
@@ -238,6 +268,7 @@ func (d *Device) Close(c *buffer.Cache) error {
 		return nil
 	}
 	d.closed.Store(true)
+	d.watch.stop()
 	var errs []error
 	for i, fd := range d.fds {
 		if err := unix.Close(fd); err != nil {

@@ -82,15 +82,23 @@ func groKinds(o port.Offloads) vnet.GROKinds {
 }
 
 // Transmit writes every packet of bufs and frees it into c, or drops it
-// with a reason. If the device is gone it drops the rest of the burst
-// with drop.DevReady and returns an error matching port.ErrDown.
+// with a reason. While the link is down it drops them all with
+// drop.DevReady, without a system call; if the device is gone it does the
+// same and returns an error matching port.ErrDown.
 func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	sent := 0
 	var err error
-	if q.dev.closed.Load() {
+	down := false
+	switch {
+	case q.dev.closed.Load():
 		err = errClosed
+	case q.dev.link.gone.Load():
+		err = errGone
+	case q.dev.link.down.Load():
+		down = true
 	}
-	coalesce := q.gro != nil && len(bufs) > 1 && err == nil
+	q.maxFrame = int(q.dev.link.maxFrame.Load())
+	coalesce := q.gro != nil && len(bufs) > 1 && err == nil && !down
 	if coalesce {
 		q.planGRO(bufs)
 	}
@@ -101,7 +109,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 				continue // sent or dropped with the packet that leads its run
 			}
 		}
-		if err != nil {
+		if err != nil || down {
 			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
 			continue
 		}
@@ -110,6 +118,11 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 			ok, err = q.sendRun(c, bufs, i)
 		} else {
 			ok, err = q.send(c, b)
+		}
+		if err == unix.EIO {
+			// Set down before the link watch has told us: the rest of
+			// the burst goes as if it had.
+			down, err = true, nil
 		}
 		if ok {
 			sent += n
@@ -140,7 +153,7 @@ func (q *txQueue) planGRO(bufs []*buffer.Buf) {
 // sendRun writes the GSO packet GRO planned for the run led by bufs[i],
 // with one writev of its headers and every packet's payload, and frees
 // the run's buffers. It reports whether it was sent, and returns an error
-// only if the device is gone.
+// only if the device is gone or down (the errno).
 func (q *txQueue) sendRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (bool, error) {
 	g := q.gro
 	hdr := g.plan.GROHeaders(i, bufs[i].Bytes(), g.hdr[:])
@@ -187,7 +200,7 @@ func (q *txQueue) dropRun(c *buffer.Cache, bufs []*buffer.Buf, i, n int, planned
 }
 
 // send transmits one packet and frees it. It reports whether it was sent,
-// and returns an error only if the device is gone.
+// and returns an error only if the device is gone or down (the errno).
 func (q *txQueue) send(c *buffer.Cache, b *buffer.Buf) (bool, error) {
 	if b.Flags()&FlagVnetHdr != 0 {
 		return q.sendMarked(c, b)
@@ -347,7 +360,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, b *buffer.Buf, h vnet.Header) 
 type result struct {
 	reason drop.Reason
 	failed bool
-	down   unix.Errno // set if the device is gone or down
+	down   unix.Errno // set if the device is gone, or down (EIO)
 }
 
 func (r result) ok() bool { return !r.failed }
@@ -355,7 +368,7 @@ func (r result) ok() bool { return !r.failed }
 func failed(r drop.Reason) result { return result{reason: r, failed: true} }
 
 // done frees b as sent or dropped, as res says, and returns Transmit's
-// view: sent, and an error if the device is down.
+// view: sent, and the errno if the device is gone or down.
 func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, res result) (bool, error) {
 	if res.ok() {
 		c.Consume(b)
@@ -432,7 +445,7 @@ func (q *txQueue) syscall(trap uintptr, p unsafe.Pointer, arg, n int) result {
 		case unix.EAGAIN, unix.ENOBUFS:
 			return failed(drop.FullRing)
 		case unix.EIO, unix.EBADFD, unix.ENODEV, unix.ENXIO, unix.EBADF:
-			// EIO: the device is down; EBADFD: it was deleted.
+			// EIO: the device is down, for now; EBADFD: it was deleted.
 			return result{reason: drop.DevReady, failed: true, down: errno}
 		case unix.EINVAL:
 			// The kernel refused the vnet header, or a frame too short.
