@@ -27,6 +27,16 @@ type KernelStats struct {
 	TxErrors  uint64 `json:"tx_errors"`
 }
 
+// Sub returns the counts since base, an earlier reading of the same link.
+func (s KernelStats) Sub(base KernelStats) KernelStats {
+	return KernelStats{
+		RxPackets: s.RxPackets - base.RxPackets, TxPackets: s.TxPackets - base.TxPackets,
+		RxBytes: s.RxBytes - base.RxBytes, TxBytes: s.TxBytes - base.TxBytes,
+		RxDropped: s.RxDropped - base.RxDropped, TxDropped: s.TxDropped - base.TxDropped,
+		RxErrors: s.RxErrors - base.RxErrors, TxErrors: s.TxErrors - base.TxErrors,
+	}
+}
+
 // KernelStats returns the kernel's counters of the device. It costs one
 // netlink round trip; it may be called from anywhere, while the device is
 // open.

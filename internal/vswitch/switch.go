@@ -109,6 +109,7 @@ type Switch struct {
 	log     *slog.Logger
 	pool    *buffer.Pool
 	devices []*tun.Device
+	kernel0 []tun.KernelStats // the devices' kernel counters at open
 	ports   []port.Port // the devices, or their txthread wrappers
 	engine  *engine.Engine
 	table   *endpoint.Table // the services' endpoints, nil without services
@@ -139,11 +140,19 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 
 func (sw *Switch) open() error {
 	for i, dc := range sw.plan.Devices {
+		dc.Log = sw.log // link down and up, MTU changes
 		d, err := tun.Open(dc)
 		if err != nil {
 			return fmt.Errorf("port %s: %w", sw.cfg.Ports[i], err)
 		}
 		sw.devices = append(sw.devices, d)
+		// The report counts from here: an existing device's counters
+		// include what happened before the switch.
+		k0, err := d.KernelStats()
+		if err != nil {
+			sw.log.Warn("port kernel counters", "port", d.Info().Name, "err", err)
+		}
+		sw.kernel0 = append(sw.kernel0, k0)
 		how := "attached to existing"
 		if d.Created() {
 			how = "created"
@@ -318,8 +327,17 @@ func (sw *Switch) Close() (*Report, error) {
 		return nil, fmt.Errorf("workers did not stop within %v", stopTimeout)
 	}
 	rep := newReport(sw.engine.Stats())
-	for _, d := range sw.devices {
-		rep.Devices = append(rep.Devices, DeviceStats{Port: d.Info().Name, Stats: d.Stats()})
+	for i, d := range sw.devices {
+		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
+		// Read while the device is open: its queue's losses happened
+		// before softnet could count them.
+		if k, err := d.KernelStats(); err != nil {
+			ds.KernelErr = err.Error()
+		} else {
+			k = k.Sub(sw.kernel0[i])
+			ds.Kernel = &k
+		}
+		rep.Devices = append(rep.Devices, ds)
 	}
 	err := sw.engine.Close() // closes every port
 	for _, s := range sw.svcs {
