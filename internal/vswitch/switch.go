@@ -110,7 +110,7 @@ type Switch struct {
 	pool    *buffer.Pool
 	devices []*tun.Device
 	kernel0 []tun.KernelStats // the devices' kernel counters at open
-	ports   []port.Port // the devices, or their txthread wrappers
+	ports   []port.Port       // the devices, or their txthread wrappers
 	engine  *engine.Engine
 	table   *endpoint.Table // the services' endpoints, nil without services
 	svcs    []*service
