@@ -36,6 +36,11 @@ type linkWatch struct {
 	f     *os.File // the socket, nonblocking, in the runtime's poller
 	log   *slog.Logger
 	done  chan struct{}
+	// seq numbers the requests for the link's state; until the answer
+	// to the latest arrives (waiting), the events queued before it are
+	// older than it and are skipped.
+	seq     uint32
+	waiting bool
 }
 
 // newLinkWatch subscribes to link events in the calling thread's
@@ -125,9 +130,11 @@ func (w *linkWatch) run() {
 // request asks for the link's current state; the answer arrives as an
 // RTM_NEWLINK, or as an error if the link no longer exists.
 func (w *linkWatch) request(rc syscall.RawConn) error {
+	w.seq++
+	w.waiting = true
 	var req [unix.SizeofNlMsghdr + unix.SizeofIfInfomsg]byte
 	hdr := (*unix.NlMsghdr)(unsafe.Pointer(&req[0]))
-	*hdr = unix.NlMsghdr{Len: uint32(len(req)), Type: unix.RTM_GETLINK, Flags: unix.NLM_F_REQUEST, Seq: 1}
+	*hdr = unix.NlMsghdr{Len: uint32(len(req)), Type: unix.RTM_GETLINK, Flags: unix.NLM_F_REQUEST, Seq: w.seq}
 	ifi := (*unix.IfInfomsg)(unsafe.Pointer(&req[unix.SizeofNlMsghdr]))
 	*ifi = unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: w.index}
 	var serr error
@@ -143,6 +150,12 @@ func (w *linkWatch) request(rc syscall.RawConn) error {
 }
 
 func (w *linkWatch) handle(m *syscall.NetlinkMessage) {
+	if w.waiting {
+		if m.Header.Seq != w.seq {
+			return
+		}
+		w.waiting = false
+	}
 	switch m.Header.Type {
 	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
 	case unix.NLMSG_ERROR:
