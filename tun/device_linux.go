@@ -64,7 +64,6 @@ func Open(cfg Config) (*Device, error) {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
 	}
-	d.link.maxFrame.Store(int32(d.info.MaxFrame))
 	d.makeQueues()
 	log := cfg.Log
 	if log == nil {
@@ -216,6 +215,9 @@ func (d *Device) restore() error {
 }
 
 func (d *Device) makeQueues() {
+	// The queues read the max frame from here; a link watch, if the
+	// device has one, keeps it current.
+	d.link.maxFrame.Store(int32(d.info.MaxFrame))
 	n := len(d.fds)
 	d.rx = make([]rxQueue, n)
 	d.tx = make([]txQueue, n)

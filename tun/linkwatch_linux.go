@@ -66,8 +66,12 @@ func (w *linkWatch) start(dev *Device, index, l2 int, log *slog.Logger) {
 }
 
 // stop ends the goroutine and closes the socket. It is safe on a watch
-// that was never started.
+// that was never started, and on none (nil): a device without a watch
+// learns that its link is down from its writes.
 func (w *linkWatch) stop() {
+	if w == nil {
+		return
+	}
 	w.f.Close()
 	if w.dev != nil {
 		<-w.done
