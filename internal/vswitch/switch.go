@@ -326,11 +326,25 @@ func (sw *Switch) Close() (*Report, error) {
 	case <-time.After(stopTimeout):
 		return nil, fmt.Errorf("workers did not stop within %v", stopTimeout)
 	}
+	rep := sw.Stats()
+	err := sw.engine.Close() // closes every port
+	for i, s := range sw.svcs {
+		rep.Services[i] = s.stats() // with what closing took back
+	}
+	rep.setLeak(sw.pool.Close())
+	return rep, err
+}
+
+// Stats returns the switch's counters now: the report Close returns at
+// the end, without the leak check. It may be called at any time between
+// Open and Close, from any goroutine.
+func (sw *Switch) Stats() *Report {
 	rep := newReport(sw.engine.Stats())
 	for i, d := range sw.devices {
 		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
-		// Read while the device is open: its queue's losses happened
-		// before softnet could count them.
+		// A device's queue loses packets before softnet can count them:
+		// only the kernel's counters show those. Read while the device
+		// is open (Close reads before closing the ports).
 		if k, err := d.KernelStats(); err != nil {
 			ds.KernelErr = err.Error()
 		} else {
@@ -339,10 +353,11 @@ func (sw *Switch) Close() (*Report, error) {
 		}
 		rep.Devices = append(rep.Devices, ds)
 	}
-	err := sw.engine.Close() // closes every port
 	for _, s := range sw.svcs {
 		rep.Services = append(rep.Services, s.stats())
 	}
-	rep.setLeak(sw.pool.Close())
-	return rep, err
+	return rep
 }
+
+// Config returns the configuration the switch runs.
+func (sw *Switch) Config() Config { return sw.cfg }
