@@ -26,6 +26,7 @@ const (
 	QueuePurge                   // purged from a queue at shutdown
 	SocketRcvBuff                // a local consumer's receive ring is full
 	IPTTL                        // the IP TTL or hop limit expired
+	IPCsum                       // the IPv4 header checksum is wrong
 	NumReasons                   // the number of reasons; not a reason
 )
 
@@ -48,6 +49,7 @@ var reasonNames = [NumReasons]string{
 	QueuePurge:     "QUEUE_PURGE",
 	SocketRcvBuff:  "SOCKET_RCVBUFF",
 	IPTTL:          "IP_TTL",
+	IPCsum:         "IP_CSUM",
 }
 
 // String returns the kernel-style name, such as "HDR_TRUNC".

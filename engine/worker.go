@@ -43,6 +43,9 @@ type worker struct {
 	poll   *poller
 	epoch  time.Time
 	now    int64
+	// curPort is the port whose packets the worker handles now, for the
+	// drop monitor: -1 outside any port's work.
+	curPort int
 
 	stop     atomic.Bool
 	sleeping atomic.Bool
@@ -107,6 +110,7 @@ func newWorker(e *Engine, index int) (*worker, error) {
 		w.poll.close()
 		return nil, fmt.Errorf("engine: worker %d: %w", index, err)
 	}
+	w.cache.SetDropHook(w.dropped)
 	return w, nil
 }
 
@@ -160,6 +164,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 	var lastWork time.Time // when a busy worker last found work, for BusyPoll
 	busy := false          // it found work since it last slept
 	for !w.stop.Load() {
+		w.curPort = -1
 		w.cache.Drain()
 		exhausted := w.cache.Exhausted()
 		work := w.runPollers()
@@ -249,6 +254,7 @@ func (w *worker) round() int {
 		if rq.port.down.Load() {
 			continue
 		}
+		w.curPort = rq.port.index
 		n, err := rq.q.Receive(w.cache, w.rxBufs)
 		if err != nil {
 			w.e.fail(rq.port, fmt.Errorf("rx queue: %w", err))
@@ -273,6 +279,7 @@ func (w *worker) process(in *portState, n int) {
 	w.ctr[portCounter(in.index, pRxPackets)] += uint64(n)
 	w.ctr[portCounter(in.index, pRxBytes)] += uint64(bytes)
 	w.ctr[wBatchSizes+batchBucket(n)]++
+	w.tapBurst(in, false, b.Bufs)
 	for _, p := range w.e.cfg.Programs {
 		if !w.runProgram(p, b) {
 			break
@@ -329,6 +336,7 @@ func (w *worker) dispatch(in *portState) {
 			w.egress[p] = list[:0]
 		}
 	}
+	w.curPort = in.index
 	for c, list := range w.local {
 		if len(list) > 0 {
 			w.e.cfg.Consumers[c].Deliver(w.index, w.cache, list)
@@ -339,6 +347,7 @@ func (w *worker) dispatch(in *portState) {
 
 func (w *worker) drop(buf *buffer.Buf, ingress int, r drop.Reason) {
 	w.ctr[portCounter(ingress, pDrops+int(min(r, drop.NumReasons-1)))]++
+	w.curPort = ingress
 	w.cache.Drop(buf, r)
 }
 
@@ -377,6 +386,8 @@ func (w *worker) transmit(p *portState, list []*buffer.Buf) {
 	for _, buf := range list {
 		sizes += buf.Len()
 	}
+	w.tapBurst(p, true, list)
+	w.curPort = p.index
 	// Transmit owns the buffers from here: read nothing of them after.
 	sent, err := w.txqs[p.index].Transmit(w.cache, list)
 	if err != nil {

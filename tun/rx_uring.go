@@ -51,7 +51,7 @@ type rxUring struct {
 // setup sets up the ring on the calling thread.
 func (u *rxUring) setup(q *rxQueue, c *buffer.Cache, single bool) error {
 	if p := c.Pool(); p != q.pool {
-		q.setPool(p)
+		q.setPool(p, q.dev.link.maxFrame.Load())
 	}
 	u.class = q.class
 	n := 1
@@ -165,8 +165,11 @@ func (q *rxQueue) receiveUring(c *buffer.Cache, bufs []*buffer.Buf) (int, error)
 			return 0, fmt.Errorf("tun %s: io_uring: %w", q.dev.info.Name, err)
 		}
 	}
+	// New buffers are of the class the device's max frame needs now
+	// (it follows MTU changes); lent ones keep the length lent with them.
+	u.class = q.class
 	u.refill(q, c)
-	if len(u.free) == len(u.lent) {
+	if q.starved = len(u.free) == len(u.lent); q.starved {
 		// Nothing lent: the pool is empty, and packets wait in the
 		// kernel, as when a read finds no buffer.
 		q.ctr.rxDrop(drop.NoMem)
@@ -315,4 +318,18 @@ func (u *rxUring) close(q *rxQueue, c *buffer.Cache) error {
 		return fmt.Errorf("io_uring: %w", err)
 	}
 	return nil
+}
+
+// leaveUring moves the queue to the system-call path for good, taking
+// back what its ring lent: Queue.Read reads the file itself, and a
+// multishot read armed on it would take its packets.
+func (q *rxQueue) leaveUring() error {
+	u := q.ur
+	if u == nil {
+		return nil
+	}
+	err := withCache(nil, q.pool, func(c *buffer.Cache) error { return u.close(q, c) })
+	unix.Close(u.efd)
+	q.ur = nil
+	return err
 }

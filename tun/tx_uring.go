@@ -90,18 +90,16 @@ func (q *txQueue) Detach(c *buffer.Cache) {
 // checksums, drop reasons), with the writes gathered into one submission.
 // Packets that need work in software are written by the system-call path,
 // after what was gathered before them, so the burst keeps its order.
-func (q *txQueue) transmitUring(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
+//
+// err and down are Transmit's view of the device: closed or gone, or its
+// link down, when every packet is dropped with drop.DevReady.
+func (q *txQueue) transmitUring(c *buffer.Cache, bufs []*buffer.Buf, err error, down bool) (int, error) {
 	u := q.ur
 	sent := 0
-	var err error
-	if q.dev.closed.Load() {
-		err = errClosed
-	} else if u.ring == nil {
-		if serr := u.setup(q, c, false); serr != nil {
-			err = serr
-		}
+	if err == nil && u.ring == nil {
+		err = u.setup(q, c, false)
 	}
-	coalesce := q.gro != nil && len(bufs) > 1 && err == nil
+	coalesce := q.gro != nil && len(bufs) > 1 && err == nil && !down
 	if coalesce {
 		q.planGRO(bufs)
 	}
@@ -112,7 +110,7 @@ func (q *txQueue) transmitUring(c *buffer.Cache, bufs []*buffer.Buf) (int, error
 				continue
 			}
 		}
-		if err != nil {
+		if err != nil || down {
 			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
 			continue
 		}
@@ -123,19 +121,33 @@ func (q *txQueue) transmitUring(c *buffer.Cache, bufs []*buffer.Buf) (int, error
 			s, err = q.queueOne(c, b)
 		}
 		sent += s
+		down, err = linkDown(err)
 	}
 	if u.ring != nil {
 		s, ferr := u.flush(q, c)
 		sent += s
-		if err == nil {
+		if _, ferr = linkDown(ferr); err == nil {
 			err = ferr
 		}
+	}
+	if coalesce {
+		clear(q.gro.pkts) // they point into the buffers, which are gone
 	}
 	q.ctr.publish()
 	if err != nil {
 		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
 	}
 	return sent, nil
+}
+
+// linkDown separates EIO, a link set down before the link watch said so
+// (the rest of the burst is dropped as if it had), from errors that end
+// the queue, as the system-call path does.
+func linkDown(err error) (bool, error) {
+	if errors.Is(err, unix.EIO) {
+		return true, nil
+	}
+	return false, err
 }
 
 // dropOne drops a packet that was to be gathered.

@@ -75,6 +75,10 @@ func (d *Device) startUring() error {
 	for i := range d.rx {
 		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 		if err != nil {
+			for j := range i {
+				unix.Close(d.rx[j].ur.efd)
+				d.rx[j].ur, d.tx[j].ur = nil, nil
+			}
 			return fmt.Errorf("queue %d: eventfd: %w", i, err)
 		}
 		// Signalled from the start, so that a worker sleeping before its
@@ -94,17 +98,18 @@ func (d *Device) stopUring(c *buffer.Cache) error {
 	var errs []error
 	for i := range d.rx {
 		rq, tq := &d.rx[i], &d.tx[i]
-		if rq.ur == nil {
-			continue
+		if rq.ur != nil { // nil if Queue.Read moved it to system calls
+			if err := withCache(c, rq.pool, func(c *buffer.Cache) error { return rq.ur.close(rq, c) }); err != nil {
+				errs = append(errs, fmt.Errorf("rx queue %d: %w", i, err))
+			}
+			unix.Close(rq.ur.efd)
+			rq.ur.efd = -1
 		}
-		if err := withCache(c, rq.pool, func(c *buffer.Cache) error { return rq.ur.close(rq, c) }); err != nil {
-			errs = append(errs, fmt.Errorf("rx queue %d: %w", i, err))
+		if tq.ur != nil {
+			if err := withCache(c, tq.ur.pool, func(c *buffer.Cache) error { return tq.ur.close(tq, c) }); err != nil {
+				errs = append(errs, fmt.Errorf("tx queue %d: %w", i, err))
+			}
 		}
-		if err := withCache(c, tq.ur.pool, func(c *buffer.Cache) error { return tq.ur.close(tq, c) }); err != nil {
-			errs = append(errs, fmt.Errorf("tx queue %d: %w", i, err))
-		}
-		unix.Close(rq.ur.efd)
-		rq.ur.efd = -1
 	}
 	return errors.Join(errs...)
 }

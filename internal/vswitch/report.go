@@ -19,7 +19,7 @@ type Report struct {
 	Drops   drop.Counts          `json:"drops"` // every drop, by reason, ports' own included
 	Buffers buffer.Stats         `json:"buffers"`
 	Leaked  int                  `json:"leaked_buffers"`
-	Leak    string               `json:"leak_check"` // "ok" or the leak check's error
+	Leak    string               `json:"leak_check,omitempty"` // "ok" or the leak check's error; "" while running
 	// Devices are the TUN/TAP devices' own counters: offloads done in
 	// software or passed on, and GRO.
 	Devices []DeviceStats `json:"devices"`
@@ -27,17 +27,22 @@ type Report struct {
 	Services []ServiceStats `json:"services,omitempty"`
 }
 
-// DeviceStats are one device's counters.
+// DeviceStats are one device's counters: softnet's, and the kernel's own
+// since the switch opened it (nil if they could not be read, a deleted
+// device's, with KernelErr saying why).
 type DeviceStats struct {
 	Port string `json:"port"`
 	tun.Stats
+	Kernel    *tun.KernelStats `json:"kernel,omitempty"`
+	KernelErr string           `json:"kernel_error,omitempty"`
 }
 
 func newReport(s engine.Stats) *Report {
-	return &Report{Ports: s.Ports, Workers: s.Workers, Drops: s.Buffers.Drops, Buffers: s.Buffers, Leak: "ok"}
+	return &Report{Ports: s.Ports, Workers: s.Workers, Drops: s.Buffers.Drops, Buffers: s.Buffers}
 }
 
 func (r *Report) setLeak(err error) {
+	r.Leak = "ok"
 	if err == nil {
 		return
 	}
@@ -73,6 +78,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !any {
 		fmt.Fprintln(w, "  none")
 	}
+	if err := r.writeKernel(w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "\noffloads:")
 	for _, d := range r.Devices {
 		fmt.Fprintf(w, "  %s: GSO in %d, GSO out %d, segmented %d into %d, checksums finished %d, coalesced %d from %d packets\n",
@@ -84,6 +92,28 @@ func (r *Report) WriteText(w io.Writer) error {
 			s.Service, s.Packets, s.Bytes, s.Echoed, s.Dropped, e.Lent, e.Refilled, e.Reclaimed, e.Drops.Total())
 	}
 	fmt.Fprintf(w, "\nbuffers: %d in pool, cache hit rate %.1f%%, %d remote frees\n", r.Buffers.Capacity, 100*r.Buffers.HitRate(), r.Buffers.RemoteFrees)
-	fmt.Fprintf(w, "leak check: %s\n", r.Leak)
+	if r.Leak != "" {
+		fmt.Fprintf(w, "leak check: %s\n", r.Leak)
+	}
 	return nil
+}
+
+// writeKernel prints the devices' kernel counters, guest side: what each
+// guest sent that its device's queue had no room for never reached
+// softnet, and shows only here.
+func (r *Report) writeKernel(w io.Writer) error {
+	if len(r.Devices) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\ndevices, as the kernel counts them (TX: from the guest toward softnet; TX dropped: the device's queue was full):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  port\ttx packets\ttx dropped\trx packets\trx dropped\terrors")
+	for _, d := range r.Devices {
+		if k := d.Kernel; k != nil {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\n", d.Port, k.TxPackets, k.TxDropped, k.RxPackets, k.RxDropped, k.RxErrors+k.TxErrors)
+		} else {
+			fmt.Fprintf(tw, "  %s\tunknown: %s\n", d.Port, d.KernelErr)
+		}
+	}
+	return tw.Flush()
 }
