@@ -160,14 +160,23 @@ func (u *rxUring) take(id uint16) *buffer.Buf {
 // every completion is a packet in a lent buffer, validated as a read's.
 func (q *rxQueue) receiveUring(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	u := q.ur
+	if u.ring != nil && u.class != q.class {
+		// The device's max frame changed (its MTU): the lent buffers may
+		// be too short for what now arrives, and a short buffer would
+		// truncate the packet. Lend new ones.
+		single := u.single
+		if err := u.close(q, c); err != nil {
+			return 0, fmt.Errorf("tun %s: %w", q.dev.info.Name, err)
+		}
+		if err := u.setup(q, c, single); err != nil {
+			return 0, fmt.Errorf("tun %s: io_uring: %w", q.dev.info.Name, err)
+		}
+	}
 	if u.ring == nil {
 		if err := u.setup(q, c, false); err != nil {
 			return 0, fmt.Errorf("tun %s: io_uring: %w", q.dev.info.Name, err)
 		}
 	}
-	// New buffers are of the class the device's max frame needs now
-	// (it follows MTU changes); lent ones keep the length lent with them.
-	u.class = q.class
 	u.refill(q, c)
 	if q.starved = len(u.free) == len(u.lent); q.starved {
 		// Nothing lent: the pool is empty, and packets wait in the
