@@ -279,28 +279,18 @@ func (u *rxUring) close(q *rxQueue, c *buffer.Cache) error {
 	if u.armed {
 		u.ring.GetSQE().PrepCancel(udRead, 0, udCancel)
 	}
-	for try := 0; u.armed && try < closeTries; try++ {
+	// Completions already posted go first: their packets are purged,
+	// not mistaken for buffers never filled.
+	if _, err := u.ring.Submit(); err != nil {
+		errs = append(errs, err)
+	}
+	u.purge(q, c)
+	for try := 0; u.armed && len(errs) == 0 && try < closeTries; try++ {
 		if _, err := u.ring.SubmitAndWait(1, closeWait); err != nil {
 			errs = append(errs, err)
 			break
 		}
-		ready := u.ring.Ready()
-		for i := range ready {
-			cqe := u.ring.CQE(i)
-			if cqe.UserData != udRead {
-				continue
-			}
-			if cqe.Flags&uring.CQEMore == 0 {
-				u.armed = false
-			}
-			if id, ok := cqe.BufID(); ok {
-				if b := u.take(id); b != nil {
-					q.ctr.rxDrop(drop.QueuePurge)
-					c.Drop(b, drop.QueuePurge)
-				}
-			}
-		}
-		u.ring.Seen(ready)
+		u.purge(q, c)
 	}
 	if u.armed {
 		// The kernel may still write into the lent buffers: they are
@@ -327,6 +317,28 @@ func (u *rxUring) close(q *rxQueue, c *buffer.Cache) error {
 		return fmt.Errorf("io_uring: %w", err)
 	}
 	return nil
+}
+
+// purge drops, as drop.QueuePurge, the packets of every posted
+// completion of the read.
+func (u *rxUring) purge(q *rxQueue, c *buffer.Cache) {
+	ready := u.ring.Ready()
+	for i := range ready {
+		cqe := u.ring.CQE(i)
+		if cqe.UserData != udRead {
+			continue
+		}
+		if cqe.Flags&uring.CQEMore == 0 {
+			u.armed = false
+		}
+		if id, ok := cqe.BufID(); ok {
+			if b := u.take(id); b != nil {
+				q.ctr.rxDrop(drop.QueuePurge)
+				c.Drop(b, drop.QueuePurge)
+			}
+		}
+	}
+	u.ring.Seen(ready)
 }
 
 // leaveUring moves the queue to the system-call path for good, taking
