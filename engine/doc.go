@@ -2,6 +2,11 @@
 // queues of every port, run a chain of batch programs over each burst and
 // submit egress once per batch per port.
 //
+// New takes a Config (the buffer pool, the worker count, the program chain,
+// local consumers and pollers) and the ports; Start runs the workers, Stop
+// stops them, and Close closes the engine and its ports. Stats reads
+// per-worker and per-port counters at any time.
+//
 // Each worker owns a buffer.Cache, one RX queue of every port it serves
 // and one TX queue of every port, so the hot path takes no lock. A round
 // drains the worker's deferred-free list, then polls each RX queue for up

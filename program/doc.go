@@ -7,6 +7,7 @@
 //
 // Built-in programs: L3Forwarder (static routes and addresses learned per
 // port), Bridge (an L2 learning bridge with ageing) and Filter (by prefix,
-// protocol and port). Programs are shared by all workers: Run is called
-// concurrently, and their tables are read without locks.
+// protocol and port). The chain is engine.Config.Programs. Programs are
+// shared by all workers: Run is called concurrently, and their tables are
+// read without locks.
 package program

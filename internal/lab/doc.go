@@ -1,7 +1,7 @@
-// Package lab is `softnet lab`: it reproduces, on one machine, the kind of
-// measurement seed 000 started from (iperf3 between two guests through a
-// TUN switch), with the kernel's own path and a hand-written Go forwarder
-// measured beside softnet in the same run.
+// Package lab is `softnet lab`: it measures guest-to-guest throughput on one
+// machine, iperf3 between two network namespaces joined by a TUN switch,
+// with the kernel's own path and a hand-written Go forwarder measured
+// beside softnet in the same run.
 //
 // # Variants
 //
