@@ -7,9 +7,12 @@
 // Cache.Drop. Pool.Close at the end is a leak check.
 //
 // A Pool owns all memory up front: for each size class, one slab of
-// fixed-size frames (mmap'd, outside the Go heap, so the GC neither scans
-// nor moves it) and one array of Buf metadata that holds no Go pointers.
-// The pool never grows past the capacity given in Config.
+// fixed-size frames and one array of Buf metadata that holds no Go
+// pointers, so that the garbage collector has nothing to scan however many
+// buffers there are. The pool never grows past the capacity given in
+// Config. On Unix systems a slab is anonymous memory from mmap, outside the
+// Go heap, which the kernel backs only as frames are touched; elsewhere it
+// is one []byte on the Go heap, resident from the start.
 //
 // Workers allocate through a Cache, which one goroutine owns (the kernel's
 // per-CPU napi_alloc_cache). A Cache is a LIFO stack per class with no
