@@ -12,10 +12,10 @@
 //     reference;
 //   - naive-go: two TUN devices and a plain Go forwarder (naive.go), what
 //     a Go programmer writes by hand, the lower reference;
-//   - softnet: two TUN (or TAP) ports and a softnet engine built in this
-//     process from the same parts as `softnet switch`, in its default
-//     configuration or, with Options.Ladder, with its machinery added one
-//     step at a time (variants.go).
+//   - softnet: two TUN (or TAP) ports and a softnet switch opened in this
+//     process with the same constructor as `softnet switch` (vswitch.Open),
+//     in its default configuration or, with Options.Ladder, with its
+//     machinery added one step at a time (variants.go).
 //
 // The guests get the same addresses whatever the datapath, from
 // 198.18.0.0/15 and 2001:db8::/32 only, and each routes the other's
