@@ -317,14 +317,28 @@ func (sw *Switch) Close() (*Report, error) {
 	case <-time.After(stopTimeout):
 		return nil, fmt.Errorf("workers did not stop within %v", stopTimeout)
 	}
-	rep := newReport(sw.engine.Stats())
-	for _, d := range sw.devices {
-		rep.Devices = append(rep.Devices, DeviceStats{Port: d.Info().Name, Stats: d.Stats()})
-	}
+	rep := sw.Stats()
 	err := sw.engine.Close() // closes every port
-	for _, s := range sw.svcs {
-		rep.Services = append(rep.Services, s.stats())
+	for i, s := range sw.svcs {
+		rep.Services[i] = s.stats() // with what closing took back
 	}
 	rep.setLeak(sw.pool.Close())
 	return rep, err
 }
+
+// Stats returns the switch's counters now: the report Close returns at
+// the end, without the leak check. It may be called at any time between
+// Open and Close, from any goroutine.
+func (sw *Switch) Stats() *Report {
+	rep := newReport(sw.engine.Stats())
+	for _, d := range sw.devices {
+		rep.Devices = append(rep.Devices, DeviceStats{Port: d.Info().Name, Stats: d.Stats()})
+	}
+	for _, s := range sw.svcs {
+		rep.Services = append(rep.Services, s.stats())
+	}
+	return rep
+}
+
+// Config returns the configuration the switch runs.
+func (sw *Switch) Config() Config { return sw.cfg }
