@@ -3,10 +3,26 @@
 // Open creates a device (or attaches to an existing persistent one),
 // optionally inside a named network namespace, with one nonblocking
 // /dev/net/tun file descriptor per queue (IFF_MULTI_QUEUE for more than
-// one). A Device is a port.Port: queue i's RxQueue reads packets from the
-// kernel into buffers of the polling worker's cache, its TxQueue writes
-// them to the kernel. A TUN device carries IP packets (packet.L3), a TAP
-// device Ethernet frames (packet.L2).
+// one). FromFiles runs a device over files opened elsewhere (by a
+// privileged helper, a container runtime), learning the device from them
+// (TUNGETIFF); both share the queues. A Device is a port.Port: queue i's
+// RxQueue reads packets from the kernel into buffers of the polling
+// worker's cache, its TxQueue writes them to the kernel. A TUN device
+// carries IP packets (packet.L3), a TAP device Ethernet frames
+// (packet.L2). Config.Validate checks a Config without opening anything.
+//
+// # Without an engine
+//
+// Queue(i) is the same queue for a program that runs no softnet engine,
+// with blocking calls: Read and Write of byte slices, in the shape of
+// wireguard-go's tun.Device (a batch of buffers, their sizes and an
+// offset), and Receive and Transmit of softnet buffers. A read blocks
+// (poll) until a packet is there, then takes what else waits, up to the
+// batch, without blocking; Close ends blocked reads. Read splits GSO
+// packets into segments and finishes partial checksums, so that the
+// caller sees plain packets, unless Config.KeepGSO asks for them whole
+// with their virtio-net header; Write coalesces runs of a flow into GSO
+// packets with Config.GRO, through the same gathering write as Transmit.
 //
 // # Offloads
 //
@@ -58,5 +74,5 @@
 // deleted underneath a port makes Receive and Transmit return an error
 // that matches port.ErrDown.
 //
-// Receive and Transmit allocate nothing per packet.
+// Receive and Transmit, and the Queue calls, allocate nothing per packet.
 package tun

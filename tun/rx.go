@@ -31,8 +31,11 @@ type rxQueue struct {
 	class buffer.Class
 	bulk  bool
 	spare []*buffer.Buf // the burst's buffers, unless Config.singleGets
-	ctr   counters
-	_     [cacheline.Size]byte
+	// starved says the last Receive stopped for want of a buffer, for
+	// Queue.Receive, which must not wait for a file that is readable.
+	starved bool
+	ctr     counters
+	_       [cacheline.Size]byte
 }
 
 var _ port.RxQueue = (*rxQueue)(nil)
@@ -68,6 +71,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	}
 	n := 0
 	var err error
+	q.starved = false
 	spare := q.spare[:0] // taken in bulk, not used yet
 	for n < len(bufs) {
 		var b *buffer.Buf
@@ -79,6 +83,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 				// The packet stays queued in the kernel, which drops for
 				// us if its queue overflows meanwhile.
 				q.ctr.rxDrop(drop.NoMem)
+				q.starved = true
 				break
 			}
 		}
@@ -125,28 +130,16 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 // accept sets b's data window to the m bytes read at off, of room
 // bytes, and validates and marks a packet with a vnet header.
 func (q *rxQueue) accept(b *buffer.Buf, off, m, room int) (bool, drop.Reason) {
-	if m > room {
-		// The kernel copies what fits and reports the whole length.
-		return false, drop.PktTooBig
-	}
-	if !q.vnet {
-		if m == 0 || !b.SetData(off, m) {
-			return false, drop.PktTooSmall
-		}
-		return true, drop.NotSpecified
-	}
-	if m < vnet.HeaderLen {
-		return false, drop.DevHdr
-	}
-	h, ok := vnet.Decode(b.Frame()[off : off+vnet.HeaderLen])
-	if !ok || !b.SetData(off+vnet.HeaderLen, m-vnet.HeaderLen) {
-		return false, drop.DevHdr
-	}
-	if m == vnet.HeaderLen {
-		return false, drop.PktTooSmall
-	}
-	if ok, reason := vnet.Check(h, b.Bytes(), q.layer); !ok {
+	h, ok, reason := checkRead(b.Frame()[off:off+min(m, room)], m, room, q.vnet, q.layer)
+	if !ok {
 		return false, reason
+	}
+	hl := 0
+	if q.vnet {
+		hl = vnet.HeaderLen
+	}
+	if !b.SetData(off+hl, m-hl) {
+		return false, drop.DevHdr
 	}
 	if h.IsGSO() || h.NeedsCsum() {
 		b.SetFlags(FlagVnetHdr)
@@ -155,6 +148,31 @@ func (q *rxQueue) accept(b *buffer.Buf, off, m, room int) (bool, drop.Reason) {
 		}
 	}
 	return true, drop.NotSpecified
+}
+
+// checkRead validates what a read returned: m bytes, into a buffer of
+// room bytes whose first min(m, room) are p, starting with the vnet
+// header if the device has one. It returns the header (zero without
+// one).
+func checkRead(p []byte, m, room int, vnetHdr bool, layer packet.Layer) (vnet.Header, bool, drop.Reason) {
+	switch {
+	case m > room:
+		// The kernel copies what fits and reports the whole length.
+		return vnet.Header{}, false, drop.PktTooBig
+	case !vnetHdr && m == 0:
+		return vnet.Header{}, false, drop.PktTooSmall
+	case !vnetHdr:
+		return vnet.Header{}, true, drop.NotSpecified
+	case m < vnet.HeaderLen:
+		return vnet.Header{}, false, drop.DevHdr
+	case m == vnet.HeaderLen:
+		return vnet.Header{}, false, drop.PktTooSmall
+	}
+	h, _ := vnet.Decode(p)
+	if ok, reason := vnet.Check(h, p[vnet.HeaderLen:], layer); !ok {
+		return h, false, reason
+	}
+	return h, true, drop.NotSpecified
 }
 
 func (q *rxQueue) downError(err error) error {

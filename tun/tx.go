@@ -121,6 +121,9 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 			sent += n
 		}
 	}
+	if coalesce {
+		clear(q.gro.pkts) // they point into the buffers, which are gone
+	}
 	q.ctr.publish()
 	if err != nil {
 		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
@@ -140,33 +143,15 @@ func (q *txQueue) planGRO(bufs []*buffer.Buf) {
 		g.pkts, g.hdrs = append(g.pkts, b.Bytes()), append(g.hdrs, h)
 	}
 	g.plan.Plan(g.pkts, g.hdrs)
-	clear(g.pkts) // they point into the buffers, which are about to go
 }
 
-// sendRun writes the GSO packet GRO planned for the run led by bufs[i],
-// with one writev of its headers and every packet's payload, and frees
-// the run's buffers. It reports whether it was sent, and returns an error
-// only if the device is gone.
+// sendRun writes the GSO packet GRO planned for the run led by bufs[i]
+// and frees the run's buffers. It reports whether it was sent, and
+// returns an error only if the device is gone.
 func (q *txQueue) sendRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (bool, error) {
-	g := q.gro
-	hdr := g.plan.GROHeaders(i, bufs[i].Bytes(), g.hdr[:])
-	iov := g.iov[:1]
-	iov[0].Base = &hdr[0]
-	iov[0].SetLen(len(hdr))
-	size := len(hdr) - vnet.HeaderLen
-	for j := i; j >= 0; j = g.plan.GRONext(j) {
-		p := g.plan.GROPayload(j, bufs[j].Bytes())
-		iov = append(iov, unix.Iovec{Base: &p[0]})
-		iov[len(iov)-1].SetLen(len(p))
-		size += len(p)
-	}
-	n := len(iov) - 1
-	res := q.writev(iov, size)
-	clear(iov) // the iovecs point into the buffers, which are about to go
+	n, res := q.writeRun(i)
 	if res.ok() {
-		q.ctr.n[cCoalesced]++
-		q.ctr.n[cCoalescedSegs] += uint64(n)
-		for j := i; j >= 0; j = g.plan.GRONext(j) {
+		for j := i; j >= 0; j = q.gro.plan.GRONext(j) {
 			c.Consume(bufs[j])
 		}
 		return true, nil
@@ -176,6 +161,95 @@ func (q *txQueue) sendRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (bool, err
 		return false, res.down
 	}
 	return false, nil
+}
+
+// writeRun writes the GSO packet GRO planned for the run led by packet
+// i of the planned burst (gro.pkts), with one writev of its headers and
+// every packet's payload, and returns the number of packets it carried.
+func (q *txQueue) writeRun(i int) (int, result) {
+	g := q.gro
+	hdr := g.plan.GROHeaders(i, g.pkts[i], g.hdr[:])
+	iov := g.iov[:1]
+	iov[0].Base = &hdr[0]
+	iov[0].SetLen(len(hdr))
+	size := len(hdr) - vnet.HeaderLen
+	for j := i; j >= 0; j = g.plan.GRONext(j) {
+		p := g.plan.GROPayload(j, g.pkts[j])
+		iov = append(iov, unix.Iovec{Base: &p[0]})
+		iov[len(iov)-1].SetLen(len(p))
+		size += len(p)
+	}
+	n := len(iov) - 1
+	res := q.writev(iov, size)
+	clear(iov) // the iovecs point into the packets, which are about to go
+	if res.ok() {
+		q.ctr.n[cCoalesced]++
+		q.ctr.n[cCoalescedSegs] += uint64(n)
+	}
+	return n, res
+}
+
+// writeBytes is Queue.Write: it writes the packets bufs[i][offset:],
+// coalesced with GRO, each preceded by its own vnet header at
+// bufs[i][offset-vnet.HeaderLen:offset] if keep, and returns the number
+// written. A packet that fails is counted as a drop; the error says the
+// device is gone, and the rest of the burst is dropped.
+func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) {
+	coalesce := q.gro != nil && len(bufs) > 1
+	if coalesce {
+		g := q.gro
+		g.pkts, g.hdrs = g.pkts[:0], g.hdrs[:0]
+		for _, b := range bufs {
+			var h vnet.Header
+			if keep {
+				h, _ = vnet.Decode(b[offset-vnet.HeaderLen:])
+			}
+			g.pkts, g.hdrs = append(g.pkts, b[offset:]), append(g.hdrs, h)
+		}
+		g.plan.Plan(g.pkts, g.hdrs)
+	}
+	sent := 0
+	var err error
+	for i, b := range bufs {
+		n := 1
+		if coalesce {
+			if n = q.gro.plan.GROCount(i); n == 0 {
+				continue // written or dropped with the packet that leads its run
+			}
+		}
+		var res result
+		switch {
+		case err != nil:
+			res = failed(drop.DevReady)
+		case n > 1:
+			n, res = q.writeRun(i)
+		case keep:
+			h, _ := vnet.Decode(b[offset-vnet.HeaderLen:])
+			if res = q.write(b[offset-vnet.HeaderLen:], hdrInline); res.ok() && h.IsGSO() {
+				q.ctr.n[cGSOOut]++
+			}
+		default:
+			res = q.write(b[offset:], q.hdr)
+		}
+		if res.ok() {
+			sent += n
+			continue
+		}
+		for range n {
+			q.ctr.txDrop(res.reason)
+		}
+		if res.down != 0 {
+			err = res.down
+		}
+	}
+	if coalesce {
+		clear(q.gro.pkts) // they point into the caller's memory
+	}
+	q.ctr.publish()
+	if err != nil {
+		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
+	}
+	return sent, nil
 }
 
 // dropRun drops bufs[i] with the reason, and with it the rest of the run

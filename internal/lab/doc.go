@@ -1,6 +1,6 @@
 // Package lab is `softnet lab`: it measures guest-to-guest throughput on one
 // machine, iperf3 between two network namespaces joined by a TUN switch,
-// with the kernel's own path and a hand-written Go forwarder measured
+// with the kernel's own path and Go forwarders on TUN packages measured
 // beside softnet in the same run.
 //
 // # Variants
@@ -10,8 +10,11 @@
 //
 //   - kernel-veth: a veth pair, the kernel's own path and the upper
 //     reference;
-//   - naive-go: two TUN devices and a plain Go forwarder (naive.go), what
-//     a Go programmer writes by hand, the lower reference;
+//   - wireguard-go: two TUN devices and a two-goroutine forwarder
+//     (forwarder.go) on wireguard-go's tun package, the Go peer to beat;
+//   - softnet-tun: the same forwarder on softnet's tun package (FromFiles
+//     and the blocking Queue API), without an engine: the two TUN
+//     packages side by side;
 //   - softnet: two TUN (or TAP) ports and a softnet switch opened in this
 //     process with the same constructor as `softnet switch` (vswitch.Open),
 //     in its default configuration or, with Options.Ladder, with its
