@@ -24,6 +24,11 @@ type BridgeConfig struct {
 	// stations are not learned and frames to them are flooded, so a guest
 	// that sends from random MACs costs bandwidth but no memory.
 	MaxEntries int
+	// MaxPerPort bounds the stations learned on any one port (default a
+	// quarter of MaxEntries), so that a port flooding random source MACs
+	// fills its share, not the table: the other ports keep learning, and
+	// the entries learned on them are never displaced.
+	MaxPerPort int
 }
 
 // Bridge is an L2 learning bridge: it learns each frame's source MAC on
@@ -54,6 +59,7 @@ type Bridge struct {
 	ageing     int64 // ns
 	refresh    int64 // ns: how stale an entry's last-seen time may get
 	maxEntries int
+	maxPerPort int
 
 	mu sync.Mutex // serializes writers
 	// fdb is the forwarding table, read by workers without locks.
@@ -61,17 +67,27 @@ type Bridge struct {
 	// clock is the latest Batch.Now seen, kept within refresh, so that
 	// Table can report ages without being given the time.
 	clock atomic.Int64
-	// fullUntil is when to try learning again after the table was found
-	// full with nothing to age out: until then new stations are not even
-	// looked at, so a flood of random source MACs does not take the
-	// writer lock once per frame.
+	// fullUntil is when to try learning again after the table, or a
+	// port's share of it, was found full with nothing to age out: until
+	// then new stations are not even looked at, so a flood of random
+	// source MACs does not take the writer lock once per frame.
 	fullUntil atomic.Int64
+	stats     bridgeStats
 }
 
 // fdb is an immutable snapshot of the forwarding table. The entries are
 // shared between snapshots; only their last-seen times change.
 type fdb struct {
 	entries map[[6]byte]*fdbEntry
+	perPort map[int]int // entries by port
+}
+
+func newFDB(entries map[[6]byte]*fdbEntry) *fdb {
+	t := &fdb{entries: entries, perPort: map[int]int{}}
+	for _, e := range entries {
+		t.perPort[e.port]++
+	}
+	return t
 }
 
 type fdbEntry struct {
@@ -90,12 +106,16 @@ func NewBridge(cfg BridgeConfig) *Bridge {
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = DefaultMaxEntries
 	}
+	if cfg.MaxPerPort <= 0 {
+		cfg.MaxPerPort = max(cfg.MaxEntries/4, 1)
+	}
 	br := &Bridge{
 		ageing:     int64(cfg.AgeingTime),
 		refresh:    min(int64(time.Second), max(int64(cfg.AgeingTime)/4, 1)),
 		maxEntries: cfg.MaxEntries,
+		maxPerPort: min(cfg.MaxPerPort, cfg.MaxEntries),
 	}
-	br.fdb.Store(&fdb{entries: map[[6]byte]*fdbEntry{}})
+	br.fdb.Store(newFDB(map[[6]byte]*fdbEntry{}))
 	return br
 }
 
@@ -111,6 +131,7 @@ func (br *Bridge) Run(b *Batch) {
 	br.tick(now)
 	t := br.fdb.Load()
 	var learned pending[[6]byte]
+	var refused uint64
 	for i := range b.Len() {
 		h, ok := b.Undecided(i)
 		if !ok {
@@ -120,7 +141,7 @@ func (br *Bridge) Run(b *Batch) {
 			b.Verdicts[i] = DropVerdict(drop.InvalidProto)
 			continue
 		}
-		if br.mustLearn(t, h.Src, b.Ingress, now) && learned.add(h.Src) {
+		if br.mustLearn(t, h.Src, b.Ingress, now, &refused) && learned.add(h.Src) {
 			br.commit(&learned, b.Ingress, now)
 			t = br.fdb.Load()
 		}
@@ -142,6 +163,9 @@ func (br *Bridge) Run(b *Batch) {
 	if learned.n > 0 {
 		br.commit(&learned, b.Ingress, now)
 	}
+	if refused > 0 {
+		br.stats.full.Add(refused)
+	}
 }
 
 func (br *Bridge) expired(e *fdbEntry, now int64) bool {
@@ -149,8 +173,10 @@ func (br *Bridge) expired(e *fdbEntry, now int64) bool {
 }
 
 // mustLearn refreshes a known station in place and reports whether src
-// needs the writer: a new station, or one that moved to port.
-func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64) bool {
+// needs the writer: a new station, or one that moved to port. It counts
+// in refused the new stations it skips because the table or the port's
+// share is full.
+func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64, refused *uint64) bool {
 	e := t.entries[src]
 	if e != nil && e.port == port {
 		// Also revives an expired entry that was not purged yet. Workers'
@@ -160,7 +186,8 @@ func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64) bool {
 		}
 		return false
 	}
-	if e == nil && len(t.entries) >= br.maxEntries && now < br.fullUntil.Load() {
+	if e == nil && (len(t.entries) >= br.maxEntries || t.perPort[port] >= br.maxPerPort) && now < br.fullUntil.Load() {
+		*refused++
 		return false
 	}
 	return true
