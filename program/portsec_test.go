@@ -47,8 +47,8 @@ func TestPortSecurityL3Sources(t *testing.T) {
 		ipPkt("0.0.0.0", "198.18.2.1", packet.ProtoUDP, 1234, 53),
 		dhcpReply("198.18.1.5", "198.18.1.9"),
 		ipPkt("2001:db8:1::5", "2001:db8:1::9", packet.ProtoUDP, 547, 546),
-		nsPacket("::", "2001:db8:1::7"), // duplicate address detection of its own address
-		nsPacket("::", "2001:db8:2::1"), // claims a neighbour's
+		nsPacket("::", "2001:db8:1::7"),                     // duplicate address detection of its own address
+		nsPacket("::", "2001:db8:2::1"),                     // claims a neighbour's
 		ipPkt("::", "ff02::16", packet.ProtoICMPv6, 143, 0), // MLD report before DAD
 		ipPkt("::", "2001:db8:2::1", packet.ProtoICMPv6, 128, 0),
 	}
@@ -114,7 +114,7 @@ func TestPortSecurityL2(t *testing.T) {
 		naFrame(mac(1), mac(9), "2001:db8:1::5", "2001:db8:1::9"),
 		naClaim(mac(1), mac(9), "2001:db8:1::5", "2001:db8:1::9", "2001:db8:2::1", mac(1)), // a neighbour's address
 		naClaim(mac(1), mac(9), "2001:db8:1::5", "2001:db8:1::9", "2001:db8:1::5", mac(2)), // another MAC
-		nsFrame(mac(1), lla, "2001:db8:1::9"), // from its EUI-64 link-local address
+		nsFrame(mac(1), lla, "2001:db8:1::9"),                                              // from its EUI-64 link-local address
 		nsFrame(mac(1), "fe80::1", "2001:db8:1::9"),
 		raw(badOpts),
 		raw(zeroOpt),
