@@ -1,13 +1,17 @@
 package buffer
 
-import "sync"
+import (
+	"sync"
+
+	"softnet.dev/internal/cacheline"
+)
 
 // depot is the shared store of free buffers of one class. Caches touch it
 // once per half-cache, never per buffer, so a mutex is cheap here.
 type depot struct {
 	mu   sync.Mutex
 	free []*Buf // stack; cap is the class count, so it never grows
-	_    [64]byte
+	_    cacheline.Pad
 }
 
 // take moves between min and len(dst) buffers into dst and returns how

@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"math"
+	"softnet.dev/internal/cacheline"
 	"sync/atomic"
 )
 
@@ -15,9 +16,9 @@ import (
 // same CAS that links the buffers. The padding keeps each head on a cache
 // line of its own.
 type inbound struct {
-	_    [64]byte
+	_    cacheline.Pad
 	head atomic.Uint64
-	_    [56]byte
+	_    [cacheline.Size - 8]byte
 }
 
 const sealed = math.MaxUint32 // length of a closed cache's list: always full

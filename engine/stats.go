@@ -47,6 +47,9 @@ type WorkerStats struct {
 	Starved    uint64            `json:"starved"` // waits for buffers: the pool was empty, packets waited
 	Panics     uint64            `json:"program_panics"`
 	BatchSizes map[string]uint64 `json:"batch_sizes"` // "lo-hi" -> bursts
+	// Thread is the OS thread the worker runs on with Config.LockOSThread
+	// (its CPU time is then /proc/self/task/THREAD/stat's), 0 otherwise.
+	Thread int `json:"thread,omitempty"`
 }
 
 // PortStats are one port's counters, summed over workers.
@@ -82,6 +85,7 @@ func (e *Engine) Stats() Stats {
 		ws := WorkerStats{
 			Rounds: vals[wRounds], BusyRounds: vals[wBusyRounds], IdleRounds: vals[wIdleRounds],
 			Sleeps: vals[wSleeps], Starved: vals[wStarved], Panics: vals[wPanics], BatchSizes: map[string]uint64{},
+			Thread: int(w.thread.Load()),
 		}
 		for i := range numBatchBuckets {
 			if n := vals[wBatchSizes+i]; n > 0 {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/internal/cacheline"
@@ -44,6 +45,7 @@ type worker struct {
 
 	stop     atomic.Bool
 	sleeping atomic.Bool
+	thread   atomic.Int32 // the OS thread with Config.LockOSThread, else 0
 
 	ctr      []uint64 // see stats.go for the layout
 	pub      counter.Published
@@ -121,6 +123,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 	if cfg.LockOSThread {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		w.thread.Store(int32(unix.Gettid()))
 		if len(cfg.CPUs) > 0 {
 			cpu := cfg.CPUs[w.index%len(cfg.CPUs)]
 			if err := setAffinity(cpu); err != nil {

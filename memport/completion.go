@@ -2,6 +2,7 @@ package memport
 
 import (
 	"runtime"
+	"softnet.dev/internal/cacheline"
 	"sync/atomic"
 
 	"softnet.dev/buffer"
@@ -30,11 +31,11 @@ type completer struct {
 	ring  *ring.SPSC[*buffer.Buf]
 	cache *buffer.Cache
 
-	_        pad
+	_        cacheline.Pad
 	sleeping atomic.Bool
 	stopping atomic.Bool
 	wake     chan struct{} // capacity 1: a pending wakeup is never lost
-	_        pad
+	_        cacheline.Pad
 }
 
 func newCompleter(r *ring.SPSC[*buffer.Buf], c *buffer.Cache) *completer {

@@ -84,7 +84,7 @@ var (
 // genQueue is one receive queue. Everything but pub is owned by the
 // polling worker.
 type genQueue struct {
-	_        pad
+	_        cacheline.Pad
 	g        *Generator
 	flows    []genFlow
 	fi, si   int // next flow (index into flows) and size (index into sizes)
@@ -95,7 +95,7 @@ type genQueue struct {
 	scratch  [][]*buffer.Buf
 	ctr      GenStats
 	pub      struct{ packets, bytes, allocFailures atomic.Uint64 }
-	_        pad
+	_        cacheline.Pad
 }
 
 type genFlow struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"softnet.dev/internal/cacheline"
 	"sync"
 	"sync/atomic"
 
@@ -77,7 +78,7 @@ var (
 // pairRx is a receive queue: the consumer end of the ring from the peer's
 // transmit queue of the same index.
 type pairRx struct {
-	_    pad
+	_    cacheline.Pad
 	port *PairPort
 	ring *ring.SPSC[*buffer.Buf]
 	fd   int
@@ -85,26 +86,26 @@ type pairRx struct {
 	// Written by both sides: the receiver arms, the transmitter clears
 	// armed to claim the wakeup, busy brackets a transmit so that Close
 	// can wait it out.
-	_     pad
+	_     cacheline.Pad
 	armed atomic.Bool
 	busy  atomic.Bool
 
 	// The receiving worker's.
-	_     pad
+	_     cacheline.Pad
 	rbuf  [8]byte
 	ctr   struct{ packets, bytes uint64 }
 	pubRx struct{ packets, bytes atomic.Uint64 }
-	_     pad
+	_     cacheline.Pad
 }
 
 // pairTx is a transmit queue: the producer end of a ring into the peer.
 type pairTx struct {
-	_     pad
+	_     cacheline.Pad
 	port  *PairPort
 	dst   *pairRx
 	ctr   PairStats // the Tx and drop fields
 	pubTx [5]atomic.Uint64
-	_     pad
+	_     cacheline.Pad
 }
 
 // NewPair returns the two ends of a pair, named a and b.

@@ -2,6 +2,7 @@ package memport
 
 import (
 	"fmt"
+	"softnet.dev/internal/cacheline"
 	"sync"
 	"sync/atomic"
 
@@ -99,7 +100,7 @@ var (
 // ctr) belongs to whoever validates: the transmitting worker (Inline) or
 // the completion goroutine (Deferred).
 type sinkQueue struct {
-	_     pad
+	_     cacheline.Pad
 	s     *Sink
 	l2    int
 	flows []uint64 // per flow id: the next expected sequence number
@@ -109,9 +110,9 @@ type sinkQueue struct {
 
 	deferred *completer // nil for Inline
 
-	_        pad
+	_        cacheline.Pad
 	fullRing atomic.Uint64 // the transmitter's (Deferred only)
-	_        pad
+	_        cacheline.Pad
 }
 
 // NewSink returns a sink. With CompletionDeferred its completion

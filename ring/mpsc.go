@@ -1,6 +1,10 @@
 package ring
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"softnet.dev/internal/cacheline"
+)
 
 // slot keeps each value next to its publication flag so the consumer's
 // readiness check and its read of the value touch the same cache line.
@@ -25,20 +29,20 @@ type slot[T any] struct {
 // consumer role may move between goroutines only across a happens-before
 // edge. Len and Cap may be called from anywhere.
 type MPSC[T any] struct {
-	_     pad
+	_     cacheline.Pad
 	slots []slot[T]
 	mask  uint64
 
 	// head is the next position to reserve, advanced by producers' CAS.
-	_    pad
+	_    cacheline.Pad
 	head atomic.Uint64
 
 	// tail is the next position to read. Only the consumer stores it, and
 	// only after clearing the slots below it, so a producer that has seen
 	// tail may reuse every slot below tail+capacity.
-	_    pad
+	_    cacheline.Pad
 	tail atomic.Uint64
-	_    pad
+	_    cacheline.Pad
 }
 
 // NewMPSC returns an empty ring holding up to capacity elements. capacity

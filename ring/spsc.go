@@ -1,6 +1,10 @@
 package ring
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"softnet.dev/internal/cacheline"
+)
 
 // SPSC is a bounded FIFO ring for exactly one producer and one consumer.
 //
@@ -9,22 +13,22 @@ import "sync/atomic"
 // move to another goroutine only across a happens-before edge (a channel
 // send, a mutex, a WaitGroup). Len and Cap may be called from anywhere.
 type SPSC[T any] struct {
-	_    pad
+	_    cacheline.Pad
 	buf  []T
 	mask uint64
 
 	// The producer's line. head is the next position to write and is
 	// published to the consumer; tailCache is the producer's private,
 	// possibly stale view of tail, refreshed only when it says "full".
-	_         pad
+	_         cacheline.Pad
 	head      atomic.Uint64
 	tailCache uint64
 
 	// The consumer's line, mirroring the producer's.
-	_         pad
+	_         cacheline.Pad
 	tail      atomic.Uint64
 	headCache uint64
-	_         pad
+	_         cacheline.Pad
 }
 
 // NewSPSC returns an empty ring holding up to capacity elements. capacity

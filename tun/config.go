@@ -76,3 +76,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	return cfg, nil
 }
+
+// Validate checks cfg as Open would, without opening anything: the
+// device name (the kernel's rules, and no name patterns), the namespace
+// name, the queue count, the MTU and the offloads.
+func (cfg Config) Validate() error {
+	_, err := cfg.withDefaults()
+	return err
+}

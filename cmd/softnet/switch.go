@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,12 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/program"
 )
 
 func newSwitchCmd() *cobra.Command {
 	var (
 		ports, routes []string
 		services      []string
+		filters       []string
 		workers       int
 		configFile    string
 		statsJSON     string
@@ -44,19 +47,31 @@ endpoint (package endpoint), answering guests at ADDR:PORT, which is
 routed to it: udp-echo:ADDR:PORT sends every datagram back to its source
 (payloads up to 2020 bytes), udp-sink:ADDR:PORT counts them.
 
-The configuration file has one directive per line: "port SPEC",
-"route PREFIX=PORT", "service KIND:ADDR:PORT", "workers N"; '#' starts a
-comment.
+A filter rule is "allow" or "deny" followed by any of src=PREFIX,
+dst=PREFIX, proto=tcp|udp|icmp|icmpv6|NUMBER, sport=PORT[-PORT] and
+dport=PORT[-PORT] (ports need proto=tcp or udp). Rules are tried in order
+and the first that matches an IP packet decides; a packet no rule matches
+passes, so end with a bare "deny" for a default-deny policy. Denied
+packets are dropped and counted as FILTER. ARP passes untouched.
+
+The configuration file (--config) has one directive per line, '#' starts
+a comment, and flags add to what it says:
+` + vswitch.Directives + `
+Every bad line is reported with its file and line.
 
 On SIGINT or SIGTERM the switch stops within 2 s, closes every port,
 prints per-port statistics, drops by reason and the buffer leak check, and
 exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		Example: `  ip netns add guest1; ip netns add guest2
   softnet switch --port tun:sn0,netns=guest1 --port tun:sn1,netns=guest2 \
-      --route 198.18.1.0/24=sn0 --route 198.18.2.0/24=sn1`,
+      --route 198.18.1.0/24=sn0 --route 198.18.2.0/24=sn1 \
+      --filter "deny proto=udp dport=53"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg vswitch.Config
+			if workers < 1 || workers > vswitch.MaxWorkers {
+				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
+			}
 			if configFile != "" {
 				f, err := os.Open(configFile)
 				if err != nil {
@@ -89,51 +104,69 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				}
 				cfg.Services = append(cfg.Services, sv)
 			}
+			for _, s := range filters {
+				r, err := program.ParseRule(s)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.Filters = append(cfg.Filters, r)
+			}
 			if cmd.Flags().Changed("workers") || cfg.Workers == 0 {
 				cfg.Workers = workers
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
+			// Found out now, not after a day of forwarding.
+			var statsFile *os.File
+			if statsJSON != "" {
+				f, err := os.OpenFile(statsJSON, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				if err != nil {
+					return usageError{fmt.Errorf("--stats-json: %w", err)}
+				}
+				defer f.Close()
+				statsFile = f
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			sw, err := vswitch.Open(cfg, log)
+			sw, err := vswitch.Open(cfg, vswitch.Tuning{}, log)
 			if err != nil {
 				return err
 			}
 			rep, err := sw.Run(cmd.Context())
-			if rep != nil {
-				if werr := rep.WriteText(cmd.OutOrStdout()); werr != nil {
-					err = werr
-				}
-				if statsJSON != "" {
-					if jerr := writeJSONFile(statsJSON, rep); jerr != nil {
-						err = jerr
-					}
-				}
-				if rep.Leaked > 0 {
-					return &exitError{code: exitFailure, err: fmt.Errorf("%d buffers leaked", rep.Leaked)}
-				}
+			if rep == nil {
+				return err
 			}
-			return err
+			errs := []error{err, rep.WriteText(cmd.OutOrStdout())}
+			if statsFile != nil {
+				errs = append(errs, writeJSON(statsFile, rep))
+			}
+			if rep.Leaked > 0 {
+				errs = append(errs, fmt.Errorf("%d buffers leaked", rep.Leaked))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
+	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
-	f.StringVar(&configFile, "config", "", "read ports, routes and workers from FILE")
+	f.StringVar(&configFile, "config", "", "read ports, routes, services, filters and workers from FILE")
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")
 	return cmd
 }
 
-func writeJSONFile(name string, v any) error {
+func writeJSON(f *os.File, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("stats: %w", err)
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("--stats-json: %w", err)
 	}
 	return nil
 }

@@ -9,8 +9,13 @@ package cacheline
 import "unsafe"
 
 // Size is the padding unit: two 64-byte lines, because x86 adjacent-line
-// prefetch moves lines in pairs.
+// prefetch moves lines in pairs, which would otherwise still make two
+// writers fight over the same pair.
 const Size = 128
+
+// Pad separates, inside a struct, fields that different goroutines
+// write.
+type Pad [Size]byte
 
 // Make returns a slice of length n and capacity c (c >= n) whose backing
 // array has Size bytes of unused padding before and after it.

@@ -51,10 +51,10 @@ func TestVariants(t *testing.T) {
 		t.Fatalf("no %s", name)
 		return softnetConfig{}
 	}
-	if nc := c("no-cache/batch-1"); !nc.Uncached || nc.Batch != 1 || !nc.Offload || nc.Bulk {
+	if nc := c("no-cache/batch-1"); !nc.Tuning.PoolUncached || nc.Tuning.Batch != 1 || !nc.Offload || !nc.Tuning.SingleGets {
 		t.Errorf("no-cache/batch-1: %+v", nc)
 	}
-	if c("+gro") != defaultSoftnet || c(OffloadOn) != defaultSoftnet || c("+bulk").GRO || !c("+defer").Defer || !c("+defer").GRO || c("offload-off").Offload || c("offload-off").GRO {
+	if c("+gro") != defaultSoftnet || c(OffloadOn) != defaultSoftnet || c("+bulk").GRO || !c("+defer").Tuning.DeferTX || !c("napi-cache").Tuning.SingleGets || c("+bulk").Tuning.SingleGets || !c("+defer").GRO || c("offload-off").Offload || c("offload-off").GRO {
 		t.Errorf("ladder steps: %+v", vs)
 	}
 	if reference(Options{Ladder: true}) != OffloadOn || reference(Options{}) != Softnet {

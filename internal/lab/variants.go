@@ -1,6 +1,6 @@
 package lab
 
-import "softnet.dev/engine"
+import "softnet.dev/internal/vswitch"
 
 // pathKind is what joins the two guests.
 type pathKind int
@@ -21,19 +21,18 @@ const (
 	OffloadOn = "offload-on"
 )
 
-// softnetConfig is the machinery a softnet variant turns on.
+// softnetConfig is how a softnet variant differs from `softnet switch`
+// with ports tun:NAME,netns=NS (or tap:): the switch's tuning, and the
+// ports' offload= and gro= options.
 type softnetConfig struct {
-	Uncached bool // buffer.Config.Uncached: every buffer from the locked depot
-	Batch    int  // engine.Config.Batch
-	Bulk     bool // tun.Config.BulkAlloc: one GetBulk per burst
-	Defer    bool // TX through txthread.Wrap: completions free remotely
-	Offload  bool // vnet header, checksum and segmentation offloads
-	GRO      bool // tun.Config.GRO: coalesce each burst's segments per flow
+	Tuning  vswitch.Tuning
+	Offload bool // vnet header, checksum and segmentation offloads
+	GRO     bool // coalesce each burst's segments per flow; needs Offload
 }
 
 // defaultSoftnet is what `softnet switch` runs: offload on, batch 64, bulk,
 // GRO.
-var defaultSoftnet = softnetConfig{Batch: engine.DefaultBatch, Bulk: true, Offload: true, GRO: true}
+var defaultSoftnet = softnetConfig{Offload: true, GRO: true}
 
 // Variant is one datapath configuration measured by a run.
 type Variant struct {
@@ -66,12 +65,11 @@ func Variants(o Options) []Variant {
 	step := func(name, desc string, c softnetConfig) Variant {
 		return Variant{Name: name, Desc: desc, kind: pathSoftnet, softnet: c}
 	}
-	noCache := softnetConfig{Uncached: true, Batch: 1, Offload: true}
-	napi := softnetConfig{Batch: engine.DefaultBatch, Offload: true}
-	bulk := napi
-	bulk.Bulk = true
+	noCache := softnetConfig{Tuning: vswitch.Tuning{PoolUncached: true, SingleGets: true, Batch: 1}, Offload: true}
+	napi := softnetConfig{Tuning: vswitch.Tuning{SingleGets: true}, Offload: true}
+	bulk := softnetConfig{Offload: true}
 	deferred := defaultSoftnet
-	deferred.Defer = true
+	deferred.Tuning.DeferTX = true
 	offOff := defaultSoftnet
 	offOff.Offload, offOff.GRO = false, false
 	return append(vs,

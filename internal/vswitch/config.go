@@ -2,11 +2,15 @@ package vswitch
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"softnet.dev/program"
+	"softnet.dev/tun"
 )
 
 // PortSpec is one --port argument:
@@ -18,6 +22,8 @@ type PortSpec struct {
 	Queues  int  // 0: one per worker
 	Offload bool // default on
 	GRO     bool // default on with offload; needs it
+
+	at string // "file:line" of a configuration file's directive, for errors
 }
 
 func (p PortSpec) String() string {
@@ -44,6 +50,8 @@ func (p PortSpec) String() string {
 type RouteSpec struct {
 	Prefix netip.Prefix
 	Port   string
+
+	at string
 }
 
 // Config is everything `softnet switch` needs.
@@ -51,7 +59,10 @@ type Config struct {
 	Ports    []PortSpec
 	Routes   []RouteSpec
 	Services []ServiceSpec
-	Workers  int // default 1
+	// Filters are program.Filter rules, first match wins; a packet no
+	// rule matches passes. A last rule "deny" makes the default deny.
+	Filters []program.Rule
+	Workers int // default 1
 }
 
 // ParsePort parses a --port value.
@@ -69,9 +80,6 @@ func ParsePort(s string) (PortSpec, error) {
 	}
 	fields := strings.Split(rest, ",")
 	spec.Name = fields[0]
-	if err := checkIfName(spec.Name); err != nil {
-		return spec, fmt.Errorf("port %q: %w", s, err)
-	}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || v == "" {
@@ -79,14 +87,11 @@ func ParsePort(s string) (PortSpec, error) {
 		}
 		switch k {
 		case "netns":
-			if strings.ContainsAny(v, "/\x00") || v == "." || v == ".." {
-				return spec, fmt.Errorf("port %q: bad netns name %q", s, v)
-			}
 			spec.NetNS = v
 		case "queues":
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 256 {
-				return spec, fmt.Errorf("port %q: queues %q: want 1 to 256", s, v)
+			if err != nil || n < 1 {
+				return spec, fmt.Errorf("port %q: queues %q: want a positive number", s, v)
 			}
 			spec.Queues = n
 		case "offload", "gro":
@@ -109,14 +114,16 @@ func ParsePort(s string) (PortSpec, error) {
 		}
 		spec.GRO = false
 	}
+	// The device's own rules (name, namespace, queues) are package tun's.
+	if err := spec.device(spec.Queues).Validate(); err != nil {
+		return spec, fmt.Errorf("port %q: %w", s, err)
+	}
 	return spec, nil
 }
 
-func checkIfName(n string) error {
-	if n == "" || len(n) > 15 || strings.ContainsAny(n, "/ :,=\x00\t") || n == "." || n == ".." {
-		return fmt.Errorf("bad device name %q (1 to 15 bytes, no '/', ':', ',', '=' or spaces)", n)
-	}
-	return nil
+// device is the TUN/TAP device the port opens with q queues.
+func (p PortSpec) device(q int) tun.Config {
+	return tun.Config{Name: p.Name, TAP: p.TAP, NetNS: p.NetNS, Queues: q, Offload: p.Offload, GRO: p.GRO}
 }
 
 // ParseRoute parses a --route value.
@@ -125,65 +132,123 @@ func ParseRoute(s string) (RouteSpec, error) {
 	if !ok {
 		return RouteSpec{}, fmt.Errorf("route %q: want PREFIX=PORT", s)
 	}
-	p, err := netip.ParsePrefix(pfx)
+	p, err := parsePrefix(pfx)
 	if err != nil {
 		return RouteSpec{}, fmt.Errorf("route %q: %w", s, err)
 	}
-	if err := checkIfName(name); err != nil {
-		return RouteSpec{}, fmt.Errorf("route %q: %w", s, err)
+	if err := (tun.Config{Name: name}).Validate(); err != nil {
+		return RouteSpec{}, fmt.Errorf("route %q: port: %w", s, err)
 	}
-	return RouteSpec{Prefix: p.Masked(), Port: name}, nil
+	return RouteSpec{Prefix: p, Port: name}, nil
 }
 
-// ParseConfig reads a configuration file: one directive per line,
-// `port SPEC`, `route PREFIX=PORT` or `workers N`; blank lines and
-// everything after '#' are ignored. Errors name the file and line.
+// parsePrefix parses a prefix and, as ip-route(8) does, refuses one with
+// host bits set: 198.18.1.1/24 is more likely a typo for a host route
+// or for 198.18.1.0/24 than either.
+func parsePrefix(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, err
+	}
+	if m := p.Masked(); m != p {
+		return p, fmt.Errorf("%s has host bits set: the prefix is %s", s, m)
+	}
+	return p, nil
+}
+
+// Directives lists the configuration file's directives, as
+// ParseConfig takes them.
+const Directives = `  port SPEC          a port, as --port
+  route PREFIX=PORT  a static route, as --route
+  service SPEC       a built-in service, as --service
+  filter RULE        a filter rule, as --filter (the rest of the line)
+  workers N          worker goroutines, as --workers`
+
+// maxConfigErrors bounds the errors ParseConfig reports: a file that is
+// not a configuration at all should not print one line per line.
+const maxConfigErrors = 20
+
+// ParseConfig reads a configuration file: one directive per line (see
+// Directives); blank lines and everything after '#' are ignored. It
+// reports every bad line (up to maxConfigErrors), each with the file and
+// line, and Validate's errors about a directive name its line too.
 func ParseConfig(name string, r io.Reader) (Config, error) {
 	var cfg Config
+	var errs []error
 	sc := bufio.NewScanner(r)
-	for line := 1; sc.Scan(); line++ {
+	for line := 1; sc.Scan() && len(errs) < maxConfigErrors; line++ {
 		text, _, _ := strings.Cut(sc.Text(), "#")
 		f := strings.Fields(text)
 		if len(f) == 0 {
 			continue
 		}
-		fail := func(err error) (Config, error) { return cfg, fmt.Errorf("%s:%d: %w", name, line, err) }
-		if len(f) != 2 {
-			return fail(fmt.Errorf("want one value after %q, got %d", f[0], len(f)-1))
-		}
-		switch f[0] {
-		case "port":
-			p, err := ParsePort(f[1])
-			if err != nil {
-				return fail(err)
-			}
-			cfg.Ports = append(cfg.Ports, p)
-		case "route":
-			rt, err := ParseRoute(f[1])
-			if err != nil {
-				return fail(err)
-			}
-			cfg.Routes = append(cfg.Routes, rt)
-		case "service":
-			sv, err := ParseService(f[1])
-			if err != nil {
-				return fail(err)
-			}
-			cfg.Services = append(cfg.Services, sv)
-		case "workers":
-			n, err := strconv.Atoi(f[1])
-			if err != nil || n < 1 {
-				return fail(fmt.Errorf("workers %q: want a positive number", f[1]))
-			}
-			cfg.Workers = n
-		default:
-			return fail(fmt.Errorf("unknown directive %q (port, route, service, workers)", f[0]))
+		at := fmt.Sprintf("%s:%d", name, line)
+		if err := cfg.parseDirective(f, at); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", at, err))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return cfg, fmt.Errorf("%s: %w", name, err)
+		errs = append(errs, fmt.Errorf("%s: %w", name, err))
 	}
-	return cfg, nil
+	return cfg, errors.Join(errs...)
+}
+
+func (cfg *Config) parseDirective(f []string, at string) error {
+	if f[0] == "filter" {
+		r, err := program.ParseRule(strings.Join(f[1:], " "))
+		if err != nil {
+			return err
+		}
+		cfg.Filters = append(cfg.Filters, r)
+		return nil
+	}
+	if len(f) != 2 {
+		return fmt.Errorf("want one value after %q, got %d", f[0], len(f)-1)
+	}
+	switch f[0] {
+	case "port":
+		p, err := ParsePort(f[1])
+		if err != nil {
+			return err
+		}
+		p.at = at
+		cfg.Ports = append(cfg.Ports, p)
+	case "route":
+		rt, err := ParseRoute(f[1])
+		if err != nil {
+			return err
+		}
+		rt.at = at
+		cfg.Routes = append(cfg.Routes, rt)
+	case "service":
+		sv, err := ParseService(f[1])
+		if err != nil {
+			return err
+		}
+		sv.at = at
+		cfg.Services = append(cfg.Services, sv)
+	case "workers":
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n < 1 || n > MaxWorkers {
+			return fmt.Errorf("workers %q: want 1 to %d", f[1], MaxWorkers)
+		}
+		cfg.Workers = n
+	default:
+		return fmt.Errorf("unknown directive %q (port, route, service, filter, workers)", f[0])
+	}
+	return nil
+}
+
+// MaxWorkers bounds Config.Workers.
+const MaxWorkers = 256
+
+// in prefixes err with the file and line of a configuration file's
+// directive, if it came from one.
+func in(at string, err error) error {
+	if at == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", at, err)
 }
 
 // Validate checks the configuration as a whole.
@@ -191,8 +256,8 @@ func (cfg *Config) Validate() error {
 	if cfg.Workers == 0 {
 		cfg.Workers = 1
 	}
-	if cfg.Workers < 1 || cfg.Workers > 256 {
-		return fmt.Errorf("workers %d: want 1 to 256", cfg.Workers)
+	if cfg.Workers < 1 || cfg.Workers > MaxWorkers {
+		return fmt.Errorf("workers %d: want 1 to %d", cfg.Workers, MaxWorkers)
 	}
 	if len(cfg.Ports) < 2 {
 		return fmt.Errorf("%d ports: a switch needs at least two", len(cfg.Ports))
@@ -203,7 +268,7 @@ func (cfg *Config) Validate() error {
 		// Routes and stats name ports by device name, so names are unique
 		// even across namespaces.
 		if names[p.Name] {
-			return fmt.Errorf("port %s: a port named %s is given twice", p, p.Name)
+			return in(p.at, fmt.Errorf("port %s: a port named %s is given twice", p, p.Name))
 		}
 		names[p.Name] = true
 		if p.TAP {
@@ -212,38 +277,47 @@ func (cfg *Config) Validate() error {
 			tun++
 		}
 		if p.Queues != 0 && p.Queues < cfg.Workers {
-			return fmt.Errorf("port %s: %d queues for %d workers: each worker needs a queue of every port", p, p.Queues, cfg.Workers)
+			return in(p.at, fmt.Errorf("port %s: %d queues for %d workers: each worker needs a queue of every port", p, p.Queues, cfg.Workers))
+		}
+		if err := p.device(max(p.Queues, cfg.Workers)).Validate(); err != nil {
+			return in(p.at, fmt.Errorf("port %s: %w", p, err))
 		}
 	}
 	if tap > 0 && tun > 0 {
 		return fmt.Errorf("mixing tun and tap ports is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
 	}
+	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {
 		if tap > 0 {
-			return fmt.Errorf("route %s=%s: routes apply to tun ports; tap ports are bridged by MAC address", rt.Prefix, rt.Port)
+			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap ports are bridged by MAC address", rt.Prefix, rt.Port))
 		}
-		if !cfg.hasPort(rt.Port) {
-			return fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port)
+		if cfg.portIndex(rt.Port) < 0 {
+			return in(rt.at, fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port))
 		}
+		if other, dup := routed[rt.Prefix]; dup {
+			return in(rt.at, fmt.Errorf("route %s=%s: %s is already routed to %s", rt.Prefix, rt.Port, rt.Prefix, other))
+		}
+		routed[rt.Prefix] = rt.Port
 	}
 	seen := map[netip.AddrPort]bool{}
 	for _, sv := range cfg.Services {
 		if tap > 0 {
-			return fmt.Errorf("service %s: services answer on tun ports (the L3 forwarder routes to them)", sv)
+			return in(sv.at, fmt.Errorf("service %s: services answer on tun ports (the L3 forwarder routes to them)", sv))
 		}
 		if seen[sv.Addr] {
-			return fmt.Errorf("service %s: address given twice", sv)
+			return in(sv.at, fmt.Errorf("service %s: address given twice", sv))
 		}
 		seen[sv.Addr] = true
 	}
 	return nil
 }
 
-func (cfg *Config) hasPort(name string) bool {
-	for _, p := range cfg.Ports {
+// portIndex returns the index of the port named name, or -1.
+func (cfg *Config) portIndex(name string) int {
+	for i, p := range cfg.Ports {
 		if p.Name == name {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }

@@ -1,6 +1,7 @@
 package vswitch
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -41,11 +42,15 @@ func TestParsePort(t *testing.T) {
 }
 
 func TestParseRoute(t *testing.T) {
-	r, err := ParseRoute("198.18.1.7/24=sn0")
+	r, err := ParseRoute("198.18.1.0/24=sn0")
 	if err != nil || r.Prefix.String() != "198.18.1.0/24" || r.Port != "sn0" {
 		t.Fatalf("%+v %v", r, err)
 	}
-	for _, bad := range []string{"198.18.1.0/24", "nonsense=sn0", "198.18.1.0/33=sn0", "2001:db8::/32="} {
+	// As ip-route(8): host bits set is an error, with the prefix meant.
+	if _, err := ParseRoute("198.18.1.7/24=sn0"); err == nil || !strings.Contains(err.Error(), "host bits set: the prefix is 198.18.1.0/24") {
+		t.Errorf("host bits: %v", err)
+	}
+	for _, bad := range []string{"198.18.1.0/24", "nonsense=sn0", "198.18.1.0/33=sn0", "2001:db8::/32=", "2001:db8::1/32=sn0"} {
 		if _, err := ParseRoute(bad); err == nil {
 			t.Errorf("ParseRoute(%q) accepted", bad)
 		}
@@ -81,6 +86,58 @@ workers 2
 	}
 }
 
+func TestParseConfigReportsEveryBadLine(t *testing.T) {
+	text := "port tun:a\nprot tun:b\nworkers 0\nport tun:b\nroute 198.18.1.1/24=a\nfilter deny proto=nope\n"
+	_, err := ParseConfig("sw.conf", strings.NewReader(text))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"sw.conf:2: unknown directive", "sw.conf:3: workers", "sw.conf:5: route", "sw.conf:6: program: rule"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "sw.conf:1") || strings.Contains(err.Error(), "sw.conf:4") {
+		t.Errorf("good lines reported: %v", err)
+	}
+	// A file of garbage is reported in a bounded number of lines.
+	_, err = ParseConfig("junk", strings.NewReader(strings.Repeat("x y z\n", 1000)))
+	if n := strings.Count(err.Error(), "\n") + 1; n != maxConfigErrors {
+		t.Errorf("%d errors reported for a junk file, want %d", n, maxConfigErrors)
+	}
+}
+
+// Validate's errors about a directive of a file name its line.
+func TestValidateNamesTheLine(t *testing.T) {
+	for text, want := range map[string]string{
+		"port tun:a\nport tun:b\nroute 198.18.1.0/24=nosuch\n":                                   "sw.conf:3: route 198.18.1.0/24=nosuch: no such port",
+		"port tun:a\nport tun:a,netns=x\n":                                                       "sw.conf:2: port",
+		"port tun:a\nport tun:b\nroute 198.18.1.0/24=a\nroute 198.18.1.0/24=b\n":                 "sw.conf:4: route 198.18.1.0/24=b: 198.18.1.0/24 is already routed to a",
+		"port tun:a\nport tun:b\nservice udp-echo:198.18.0.9:7\nservice udp-echo:198.18.0.9:7\n": "sw.conf:4: service",
+	} {
+		cfg, err := ParseConfig("sw.conf", strings.NewReader(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", text, err, want)
+		}
+	}
+}
+
+func TestParseConfigFilter(t *testing.T) {
+	cfg, err := ParseConfig("sw.conf", strings.NewReader("filter deny proto=udp dport=53 # DNS\nfilter allow src=198.18.0.0/15\nfilter deny\n"))
+	if err != nil || len(cfg.Filters) != 3 {
+		t.Fatalf("%+v %v", cfg.Filters, err)
+	}
+	if got := cfg.Filters[0].String(); got != "deny proto=udp dport=53" {
+		t.Errorf("first rule %q", got)
+	}
+	if cfg.Filters[1].Allow != true || cfg.Filters[2].Allow {
+		t.Errorf("rules %v", cfg.Filters)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	port := func(s string) PortSpec {
 		p, err := ParsePort(s)
@@ -97,6 +154,8 @@ func TestValidate(t *testing.T) {
 		"route on tap":    {Ports: []PortSpec{port("tap:a"), port("tap:b")}, Routes: []RouteSpec{{Port: "a"}}},
 		"few queues":      {Ports: []PortSpec{port("tun:a,queues=1"), port("tun:b")}, Workers: 2},
 		"workers":         {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Workers: 1000},
+		"many queues":     {Ports: []PortSpec{{Name: "a", Queues: 1000}, port("tun:b")}},
+		"duplicate route": {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Routes: []RouteSpec{{Prefix: netip.MustParsePrefix("198.18.1.0/24"), Port: "a"}, {Prefix: netip.MustParsePrefix("198.18.1.0/24"), Port: "b"}}},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -21,6 +21,8 @@ import (
 type ServiceSpec struct {
 	Kind string // "udp-echo" or "udp-sink"
 	Addr netip.AddrPort
+
+	at string
 }
 
 func (s ServiceSpec) String() string { return s.Kind + ":" + s.Addr.String() }

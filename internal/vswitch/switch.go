@@ -12,89 +12,206 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/endpoint"
 	"softnet.dev/engine"
+	"softnet.dev/internal/knob"
+	"softnet.dev/internal/txthread"
 	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
 )
 
-// stopTimeout bounds how long Run waits for the workers once told to stop.
+// stopTimeout bounds how long Close waits for the workers once told to
+// stop.
 const stopTimeout = 2 * time.Second
 
-// Switch is an opened switch: its devices exist and its engine is built.
-type Switch struct {
-	cfg     Config
-	log     *slog.Logger
-	pool    *buffer.Pool
-	devices []*tun.Device
-	engine  *engine.Engine
-	table   *endpoint.Table // the services' endpoints, nil without services
-	svcs    []*service
+// Tuning holds what softnet's lab turns to measure one mechanism at a
+// time. The zero value is what `softnet switch` runs.
+type Tuning struct {
+	PoolUncached bool // knob.PoolUncached: every buffer from the locked depot
+	SingleGets   bool // knob.TUNSingleGets: one Get per received packet
+	Batch        int  // the engine's budget per queue and round; 0 is engine.DefaultBatch
+	DeferTX      bool // TX on a goroutine per queue (txthread): every free is a remote one
 }
 
-// Open creates or attaches every device, sizes the buffer pool and builds
-// the engine. On error everything opened so far is closed again.
-func Open(cfg Config, log *slog.Logger) (sw *Switch, err error) {
+// Plan is everything Open builds, worked out from a Config and a Tuning
+// without touching the system, so that two ways of describing a switch
+// (the command line and the lab) can be compared.
+type Plan struct {
+	Devices []tun.Config
+	Pool    buffer.Config
+	// Engine lacks the parts that are objects: the pool, the programs,
+	// consumers, pollers and the logger.
+	Engine  engine.Config
+	DeferTX bool
+	TAP     bool            // bridge TAP ports rather than route TUN ports
+	Routes  []program.Route // by index in Devices; services route to len(Devices)
+	Filters []program.Rule
+}
+
+// NewPlan validates cfg and works out the switch it describes.
+func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return Plan{}, err
 	}
-	sw = &Switch{cfg: cfg, log: log}
-	defer func() {
-		if err != nil {
-			sw.closeDevices()
-		}
-	}()
+	p := Plan{
+		// Each worker keeps its OS thread: its CPU time can then be read
+		// per thread, and a thread's caches stay warm.
+		Engine:  engine.Config{Workers: cfg.Workers, Batch: t.Batch, LockOSThread: true},
+		DeferTX: t.DeferTX,
+		TAP:     cfg.Ports[0].TAP,
+		Filters: cfg.Filters,
+	}
+	if p.Engine.Batch == 0 {
+		p.Engine.Batch = engine.DefaultBatch
+	}
 	queues := 0
 	for _, spec := range cfg.Ports {
 		q := spec.Queues
 		if q == 0 {
 			q = cfg.Workers
 		}
-		d, err := tun.Open(tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload, GRO: spec.GRO})
+		dc := tun.Config{Name: spec.Name, TAP: spec.TAP, NetNS: spec.NetNS, Queues: q, Offload: spec.Offload, GRO: spec.GRO}
+		if t.SingleGets {
+			knob.TUNSingleGets(&dc)
+		}
+		p.Devices = append(p.Devices, dc)
+		queues += q
+	}
+	p.Pool = buffer.Config{Classes: PoolClasses(queues)}
+	if t.PoolUncached {
+		knob.PoolUncached(&p.Pool)
+	}
+	for _, rt := range cfg.Routes {
+		p.Routes = append(p.Routes, program.Route{Prefix: rt.Prefix, Port: cfg.portIndex(rt.Port)})
+	}
+	// Each service address is routed to the endpoint port (the last):
+	// traffic to it that no endpoint takes (another port, say) is dropped
+	// there with NO_ROUTE instead of being flooded or misrouted.
+	for _, sv := range cfg.Services {
+		p.Routes = append(p.Routes, program.Route{Prefix: netip.PrefixFrom(sv.Addr.Addr(), sv.Addr.Addr().BitLen()), Port: len(cfg.Ports)})
+	}
+	return p, nil
+}
+
+// PoolClasses sizes the buffer pool of a switch whose ports have queues
+// queues in all: every RX queue may hold a burst of 64 KiB frames in
+// flight, and the MTU class feeds software segmentation and copies.
+func PoolClasses(queues int) []buffer.ClassConfig {
+	return []buffer.ClassConfig{
+		{Room: 2048, Count: 8192 + 256*queues},
+		{Room: 65536 + 64, Count: 128 + 2*engine.DefaultBatch*queues},
+	}
+}
+
+// Switch is an opened switch: its devices exist and its engine is built.
+type Switch struct {
+	cfg     Config
+	plan    Plan
+	log     *slog.Logger
+	pool    *buffer.Pool
+	devices []*tun.Device
+	ports   []port.Port // the devices, or their txthread wrappers
+	engine  *engine.Engine
+	table   *endpoint.Table // the services' endpoints, nil without services
+	svcs    []*service
+
+	stopServices context.CancelFunc
+	svcWG        sync.WaitGroup
+}
+
+// Open creates or attaches every device, sizes the buffer pool and builds
+// the engine, as t says (the zero Tuning for `softnet switch`). On error
+// everything opened so far is closed again and the error says which part
+// failed.
+func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
+	plan, err := NewPlan(cfg, t)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sw := &Switch{cfg: cfg, plan: plan, log: log}
+	if err := sw.open(); err != nil {
+		return nil, errors.Join(err, sw.abandon())
+	}
+	return sw, nil
+}
+
+func (sw *Switch) open() error {
+	for i, dc := range sw.plan.Devices {
+		d, err := tun.Open(dc)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("port %s: %w", sw.cfg.Ports[i], err)
 		}
 		sw.devices = append(sw.devices, d)
-		queues += q
 		how := "attached to existing"
 		if d.Created() {
 			how = "created"
 		}
-		log.Info("port", "spec", spec.String(), "device", how, "info", d.Info().String())
+		sw.log.Info("port", "spec", sw.cfg.Ports[i].String(), "device", how, "info", d.Info().String())
 	}
-	sw.pool, err = buffer.NewPool(buffer.Config{Classes: PoolClasses(queues)})
-	if err != nil {
-		return nil, err
+	var err error
+	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
+		return err
 	}
-	ports := make([]port.Port, len(sw.devices))
-	for i, d := range sw.devices {
-		ports[i] = d
+	for _, d := range sw.devices {
+		var pt port.Port = d
+		if sw.plan.DeferTX {
+			if pt, err = txthread.Wrap(d, sw.pool); err != nil {
+				return err
+			}
+		}
+		sw.ports = append(sw.ports, pt)
 	}
-	ecfg := engine.Config{Pool: sw.pool, Workers: cfg.Workers, Log: log}
-	if len(cfg.Services) > 0 {
+	ecfg := sw.plan.Engine
+	ecfg.Pool, ecfg.Log = sw.pool, sw.log
+	if len(sw.cfg.Services) > 0 {
 		if err := sw.openServices(); err != nil {
-			sw.pool.Close()
-			return nil, err
+			return err
 		}
 		// The table's program goes first so that datagrams for a service
 		// are delivered before the forwarder routes them.
-		ports = append(ports, sw.table)
 		ecfg.Programs = append(ecfg.Programs, sw.table)
 		ecfg.Consumers = []engine.Consumer{sw.table}
 		ecfg.Pollers = []engine.Poller{sw.table}
 	}
-	prog, err := sw.program()
+	progs, err := sw.plan.programs()
 	if err != nil {
-		sw.pool.Close()
-		return nil, err
+		return err
 	}
-	ecfg.Programs = append(ecfg.Programs, prog)
-	sw.engine, err = engine.New(ecfg, ports...)
-	if err != nil {
-		sw.pool.Close()
-		return nil, err
+	ecfg.Programs = append(ecfg.Programs, progs...)
+	ports := sw.ports
+	if sw.table != nil {
+		ports = append(ports[:len(ports):len(ports)], sw.table)
 	}
-	log.Info("switch ready", "workers", cfg.Workers, "program", prog.Name(), "pool", fmt.Sprintf("%d buffers", sw.pool.Stats().Capacity))
-	return sw, nil
+	if sw.engine, err = engine.New(ecfg, ports...); err != nil {
+		return err
+	}
+	sw.log.Info("switch ready", "workers", ecfg.Workers, "programs", programNames(ecfg.Programs), "pool", fmt.Sprintf("%d buffers", sw.pool.Stats().Capacity))
+	return nil
+}
+
+// abandon closes what a failed open made. No worker ever ran, so nothing
+// holds buffers and the ports need no cache to close.
+func (sw *Switch) abandon() error {
+	var errs []error
+	if sw.engine != nil {
+		errs = append(errs, sw.engine.Close()) // closes every port
+	} else {
+		for _, pt := range sw.ports {
+			errs = append(errs, pt.Close(nil))
+		}
+		for _, d := range sw.devices[len(sw.ports):] {
+			errs = append(errs, d.Close(nil))
+		}
+		if sw.table != nil {
+			errs = append(errs, sw.table.Close(nil))
+		}
+	}
+	if sw.pool != nil {
+		errs = append(errs, sw.pool.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // openServices binds an endpoint for every configured service.
@@ -118,70 +235,78 @@ func (sw *Switch) openServices() error {
 	return nil
 }
 
-// PoolClasses sizes the buffer pool of a switch whose ports have queues
-// queues in all: every RX queue may hold a burst of 64 KiB frames in
-// flight, and the MTU class feeds software segmentation and copies.
-func PoolClasses(queues int) []buffer.ClassConfig {
-	return []buffer.ClassConfig{
-		{Room: 2048, Count: 8192 + 256*queues},
-		{Room: 65536 + 64, Count: 128 + 2*engine.DefaultBatch*queues},
+// programs returns the switch's chain: the filter, if there are rules,
+// then the learning bridge for TAP ports or the L3 forwarder with the
+// routes for TUN ports (unknown destinations dropped with NO_ROUTE, TTL
+// decremented).
+func (p *Plan) programs() ([]program.Program, error) {
+	var progs []program.Program
+	if len(p.Filters) > 0 {
+		f, err := program.NewFilter(p.Filters, true)
+		if err != nil {
+			return nil, err
+		}
+		progs = append(progs, f)
 	}
+	if p.TAP {
+		return append(progs, program.NewBridge(program.BridgeConfig{})), nil
+	}
+	fwd, err := program.NewL3Forwarder(program.L3Config{Routes: p.Routes, Unknown: program.DropUnknown, DecrementTTL: true})
+	if err != nil {
+		return nil, err
+	}
+	return append(progs, fwd), nil
 }
 
-// program picks the bridge for TAP ports and the L3 forwarder, with the
-// configured routes, for TUN ports.
-func (sw *Switch) program() (program.Program, error) {
-	var routes []program.Route
-	for _, rt := range sw.cfg.Routes {
-		for i, p := range sw.cfg.Ports {
-			if p.Name == rt.Port {
-				routes = append(routes, program.Route{Prefix: rt.Prefix, Port: i})
-			}
-		}
+func programNames(progs []program.Program) []string {
+	var names []string
+	for _, p := range progs {
+		names = append(names, p.Name())
 	}
-	// Each service address is routed to the endpoint port (the last):
-	// traffic to it that no endpoint takes (another port, say) is dropped
-	// there with NO_ROUTE instead of being flooded or misrouted.
-	for _, sv := range sw.cfg.Services {
-		bits := 32
-		if sv.Addr.Addr().Is6() {
-			bits = 128
-		}
-		routes = append(routes, program.Route{Prefix: netip.PrefixFrom(sv.Addr.Addr(), bits), Port: len(sw.devices)})
-	}
-	return Program(sw.cfg.Ports[0].TAP, routes)
-}
-
-// Program is the switch's program: the learning bridge for TAP ports, the
-// L3 forwarder with routes for TUN ports (unknown destinations dropped
-// with NO_ROUTE, TTL decremented).
-func Program(tap bool, routes []program.Route) (program.Program, error) {
-	if tap {
-		return program.NewBridge(program.BridgeConfig{}), nil
-	}
-	return program.NewL3Forwarder(program.L3Config{Routes: routes, Unknown: program.DropUnknown, DecrementTTL: true})
+	return names
 }
 
 // Engine returns the switch's engine, for live statistics.
 func (sw *Switch) Engine() *engine.Engine { return sw.engine }
 
-// Run forwards until ctx is done, then stops the workers (within
-// stopTimeout), closes every port — which removes the devices Open
-// created — and returns the final report. The report's Leaked is non-zero
-// if buffers did not come home.
-func (sw *Switch) Run(ctx context.Context) (*Report, error) {
+// Pool returns the switch's buffer pool.
+func (sw *Switch) Pool() *buffer.Pool { return sw.pool }
+
+// Devices returns the switch's TUN/TAP devices, in the order of its ports.
+func (sw *Switch) Devices() []*tun.Device { return sw.devices }
+
+// Start starts the workers and the services.
+func (sw *Switch) Start() error {
 	if err := sw.engine.Start(); err != nil {
-		return nil, err
+		return err
 	}
-	svcCtx, stopServices := context.WithCancel(context.Background())
-	var svcWG sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	sw.stopServices = cancel
 	for _, s := range sw.svcs {
-		svcWG.Add(1)
-		go s.run(svcCtx, &svcWG)
+		sw.svcWG.Add(1)
+		go s.run(ctx, &sw.svcWG)
+	}
+	return nil
+}
+
+// Run starts the switch, forwards until ctx is done and closes it.
+func (sw *Switch) Run(ctx context.Context) (*Report, error) {
+	if err := sw.Start(); err != nil {
+		return nil, errors.Join(err, sw.abandon())
 	}
 	<-ctx.Done()
-	stopServices()
-	svcWG.Wait()
+	return sw.Close()
+}
+
+// Close stops the services and the workers (within stopTimeout), closes
+// every port — which removes the devices Open created — and returns the
+// final report. The report's Leaked is non-zero if buffers did not come
+// home. Close is called once, after Start.
+func (sw *Switch) Close() (*Report, error) {
+	if sw.stopServices != nil {
+		sw.stopServices()
+	}
+	sw.svcWG.Wait()
 	for _, s := range sw.svcs {
 		s.ep.Close() // the workers take its buffers back before they stop
 	}
@@ -196,34 +321,10 @@ func (sw *Switch) Run(ctx context.Context) (*Report, error) {
 	for _, d := range sw.devices {
 		rep.Devices = append(rep.Devices, DeviceStats{Port: d.Info().Name, Stats: d.Stats()})
 	}
-	var errs []error
-	if err := sw.engine.Close(); err != nil {
-		errs = append(errs, err)
-	}
+	err := sw.engine.Close() // closes every port
 	for _, s := range sw.svcs {
 		rep.Services = append(rep.Services, s.stats())
 	}
-	sw.devices = nil // closed by the engine
 	rep.setLeak(sw.pool.Close())
-	return rep, errors.Join(errs...)
-}
-
-func (sw *Switch) closeDevices() {
-	if len(sw.devices) == 0 {
-		return
-	}
-	// No engine or its workers: a throwaway cache takes what the devices
-	// still hold.
-	pool, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 16}}})
-	if err != nil {
-		return
-	}
-	c, _ := pool.NewCache(nil)
-	for _, d := range sw.devices {
-		if err := d.Close(c); err != nil {
-			sw.log.Error("close port", "port", d.Info().Name, "err", err)
-		}
-	}
-	pool.Close()
-	sw.devices = nil
+	return rep, err
 }

@@ -85,7 +85,13 @@ func startSwitch(t *testing.T, gs []*guest, workers int, opts ...string) (stop f
 // startSwitchServices is startSwitch with built-in services.
 func startSwitchServices(t *testing.T, gs []*guest, workers int, services []ServiceSpec, opts ...string) (sw *Switch, stop func() *Report) {
 	t.Helper()
-	cfg := Config{Workers: workers, Services: services}
+	return startSwitchConfig(t, gs, Config{Workers: workers, Services: services}, opts...)
+}
+
+// startSwitchConfig is startSwitch with cfg's services, filters and
+// workers.
+func startSwitchConfig(t *testing.T, gs []*guest, cfg Config, opts ...string) (sw *Switch, stop func() *Report) {
+	t.Helper()
 	for i, g := range gs {
 		spec := "tun:" + g.dev + ",netns=" + g.ns.Name
 		if i < len(opts) && opts[i] != "" {
@@ -104,7 +110,7 @@ func startSwitchServices(t *testing.T, gs []*guest, workers int, services []Serv
 			cfg.Routes = append(cfg.Routes, r)
 		}
 	}
-	sw, err := Open(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +387,7 @@ func TestSwitchTAPBridge(t *testing.T) {
 		}
 		cfg.Ports = append(cfg.Ports, p)
 	}
-	sw, err := Open(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,10 +424,7 @@ func TestSwitchTAPBridge(t *testing.T) {
 // and report a balanced leak check.
 func TestSwitchCommandSIGTERM(t *testing.T) {
 	gs := newGuests(t, 2)
-	bin := filepath.Join(t.TempDir(), "softnet")
-	if out, err := exec.Command("go", "build", "-o", bin, "softnet.dev/cmd/softnet").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildSoftnet(t)
 	statsFile := filepath.Join(t.TempDir(), "stats.json")
 	args := []string{"switch", "--stats-json", statsFile}
 	for _, g := range gs {
@@ -520,6 +523,25 @@ func TestSwitchCommandSIGTERM(t *testing.T) {
 	if n := <-written; n == 0 {
 		t.Error("the transfer never started")
 	}
+}
+
+// buildSoftnet builds the softnet command into a directory anyone may
+// read, and returns its path.
+func buildSoftnet(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	// The test's temporary directories are private to root; the
+	// without-root case runs the command as nobody.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "softnet")
+	if out, err := exec.Command("go", "build", "-o", bin, "softnet.dev/cmd/softnet").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 type zeroReader struct{}

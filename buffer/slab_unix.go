@@ -1,3 +1,5 @@
+//go:build unix
+
 package buffer
 
 import (
@@ -6,7 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapSlab returns n bytes of anonymous memory outside the Go heap. The
+// mapSlab returns n bytes of anonymous memory outside the Go heap, on a
+// page boundary. The
 // kernel backs it lazily, so a large pool costs resident memory only for
 // the frames that have been touched.
 func mapSlab(n int) ([]byte, error) {
