@@ -335,7 +335,7 @@ func TestL3LearningLimits(t *testing.T) {
 			want[src] = 3
 		}
 	}
-	fills = append(fills, udp("0.0.0.0", "255.255.255.255"), udp("::", "ff02::1:ff00:1"))
+	fills = append(fills, udp("0.0.0.0", "255.255.255.255"), udp("::", "ff02::1:ff00:1"), udp("fe80::1", "ff02::2"))
 	b := e.batch(packet.L3, 3, 0, fills...)
 	f.Run(b)
 	wantLearned(t, f, want)

@@ -100,6 +100,9 @@ func (f *L3Forwarder) shouldLearn(hosts *hostTable, routes *routeTable, src neti
 	if src.IsUnspecified() || src.IsMulticast() || src == limitedBroadcast {
 		return false // not a host: nothing can be sent to it
 	}
+	if src.IsLinkLocalUnicast() {
+		return false // not routable: only the guest's own link reaches it
+	}
 	e := hosts.lookup(src)
 	if e != nil && e.port == port {
 		// Also revives an expired entry that was not purged yet. Workers'

@@ -42,7 +42,11 @@ type PortPolicy struct {
 // The unspecified source address passes only where a host that has no
 // address yet needs it: a DHCP client's request (UDP 68 to 67) and IPv6
 // duplicate address detection (a neighbour solicitation, whose target,
-// the address being claimed, must be allowed) and MLD reports.
+// the address being claimed, must be allowed) and MLD reports. On L3
+// (TUN) ports, link-local sources pass towards link-local multicast
+// groups: that is the guest's link-scope control traffic (router
+// solicitations, MLD), which no neighbour cache behind a routed port
+// records and the forwarder never learns.
 //
 // A port without a policy (never set, or removed) is not checked: for
 // the switch's own ports, such as its local endpoints. Workers read the
@@ -248,6 +252,9 @@ func (r *portRules) check(pkt []byte, layer packet.Layer, h *packet.Headers) Ver
 	switch {
 	case r.allows(h.SrcIP):
 	case h.SrcIP.IsUnspecified() && l4 && unspecifiedSourceNeeded(h):
+	case layer == packet.L3 && h.SrcIP.IsLinkLocalUnicast() && h.DstIP.IsLinkLocalMulticast():
+		// A TUN guest's own link (router solicitations, MLD): nothing on
+		// a routed port caches a link-local address.
 	default:
 		return DropVerdict(drop.IPRPFilter)
 	}

@@ -51,11 +51,14 @@ func TestPortSecurityL3Sources(t *testing.T) {
 		nsPacket("::", "2001:db8:2::1"),                     // claims a neighbour's
 		ipPkt("::", "ff02::16", packet.ProtoICMPv6, 143, 0), // MLD report before DAD
 		ipPkt("::", "2001:db8:2::1", packet.ProtoICMPv6, 128, 0),
+		ipPkt("fe80::7", "ff02::2", packet.ProtoICMPv6, 133, 0), // router solicitation on a TUN link
+		ipPkt("fe80::7", "2001:db8:2::1", packet.ProtoICMPv6, 128, 0),
 	}
 	want := []Verdict{
 		PassVerdict, DropVerdict(drop.IPRPFilter), PassVerdict, DropVerdict(drop.IPRPFilter),
 		PassVerdict, DropVerdict(drop.IPRPFilter), DropVerdict(drop.DHCPServer), DropVerdict(drop.DHCPServer),
 		PassVerdict, DropVerdict(drop.NDiscSpoof), PassVerdict, DropVerdict(drop.IPRPFilter),
+		PassVerdict, DropVerdict(drop.IPRPFilter),
 	}
 	b := e.batch(packet.L3, 1, 0, spoofs...)
 	s.Run(b)
