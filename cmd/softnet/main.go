@@ -47,7 +47,7 @@ programs and a drop reason for every lost packet.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newBenchCmd(), newSwitchCmd(), newLabCmd())
+	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd())
 	return root
 }
 

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/program"
 )
@@ -21,6 +27,10 @@ func newSwitchCmd() *cobra.Command {
 		workers       int
 		configFile    string
 		statsJSON     string
+		controlPath   string
+		metricsAddr   string
+		logFormat     string
+		logLevel      string
 	)
 	cmd := &cobra.Command{
 		Use:   "switch --port SPEC --port SPEC [--route PREFIX=PORT]... [--workers N]",
@@ -138,12 +148,43 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				defer f.Close()
 				statsFile = f
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			// The listeners first: they fail fast, before any device exists.
+			var lns []net.Listener
+			defer func() {
+				for _, ln := range lns {
+					ln.Close()
+				}
+			}()
+			var apiLn, metricsLn net.Listener
+			if controlPath != "" {
+				if apiLn, err = control.Listen(controlPath); err != nil {
+					return err
+				}
+				lns = append(lns, apiLn)
+			}
+			if metricsAddr != "" {
+				if metricsLn, err = net.Listen("tcp", metricsAddr); err != nil {
+					return fmt.Errorf("--metrics: %w", err)
+				}
+				lns = append(lns, metricsLn)
+			}
 			sw, err := vswitch.Open(cfg, vswitch.Tuning{}, log)
 			if err != nil {
 				return err
 			}
-			rep, err := sw.Run(cmd.Context())
+			if err := sw.Start(); err != nil {
+				_, cerr := sw.Close()
+				return errors.Join(err, cerr)
+			}
+			servers := serve(sw, apiLn, metricsLn, log)
+			<-cmd.Context().Done()
+			// The servers read the switch's counters: they stop first.
+			shutdown(servers)
+			rep, err := sw.Close()
 			if rep == nil {
 				return err
 			}
@@ -168,7 +209,63 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
 	f.StringVar(&configFile, "config", "", "read ports, routes, services, filters and workers from FILE")
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")
+	f.StringVar(&controlPath, "control", control.DefaultSocket, `serve the control API (softnet ctl) on this Unix socket, mode 0660; "" for none`)
+	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9477)")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
+}
+
+// serve starts the API and metrics servers on the listeners given.
+func serve(sw *vswitch.Switch, apiLn, metricsLn net.Listener, log *slog.Logger) (servers []interface{ Shutdown(context.Context) error }) {
+	if apiLn != nil {
+		api := control.NewServer(sw, log)
+		go func() {
+			if err := api.Serve(apiLn); err != nil {
+				log.Error("control API", "err", err)
+			}
+		}()
+		servers = append(servers, api)
+		log.Info("control API", "socket", apiLn.Addr().String())
+	}
+	if metricsLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", control.MetricsHandler(sw))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := srv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics", "err", err)
+			}
+		}()
+		servers = append(servers, srv)
+		log.Info("metrics", "url", "http://"+metricsLn.Addr().String()+"/metrics")
+	}
+	return servers
+}
+
+func shutdown(servers []interface{ Shutdown(context.Context) error }) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(ctx) // past the deadline the listeners are closed anyway
+	}
+}
+
+// newLogger returns the structured logger --log-format and --log-level
+// ask for.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
 func writeJSON(f *os.File, v any) error {

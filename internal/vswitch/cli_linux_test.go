@@ -25,7 +25,7 @@ func TestSwitchCommandOpenErrors(t *testing.T) {
 	// A veth, a multi-queue TUN device, and a device another switch holds.
 	mustExec(t, ns, "ip", "link", "add", "sv-veth", "type", "veth", "peer", "name", "sv-peer")
 	mustExec(t, ns, "ip", "tuntap", "add", "dev", "sv-mq", "mode", "tun", "multi_queue")
-	holder := exec.Command(bin, "switch", "--port", "tun:sv-held,netns="+ns2.Name, "--port", "tun:sv-other,netns="+ns2.Name)
+	holder := exec.Command(bin, "switch", "--control=", "--port", "tun:sv-held,netns="+ns2.Name, "--port", "tun:sv-other,netns="+ns2.Name)
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestSwitchCommandOpenErrors(t *testing.T) {
 		{"without root", []string{good, "--port=tun:sv-y,netns=" + ns.Name}, 1, "operation not permitted", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(bin, append([]string{"switch"}, c.args...)...)
+			cmd := exec.Command(bin, append([]string{"switch", "--control="}, c.args...)...)
 			if c.nobody {
 				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 			}

@@ -348,6 +348,30 @@ func (cfg *Config) Validate() error {
 	return nil
 }
 
+// Text returns cfg in configuration-file syntax (see Directives), which
+// ParseConfig reads back as the same configuration.
+func (cfg Config) Text() string {
+	var b strings.Builder
+	if cfg.Workers != 0 {
+		fmt.Fprintf(&b, "workers %d\n", cfg.Workers)
+	}
+	for _, p := range cfg.Ports {
+		fmt.Fprintf(&b, "port %s\n", p)
+	}
+	for _, r := range cfg.Routes {
+		fmt.Fprintf(&b, "route %s\n", r)
+	}
+	for _, s := range cfg.Services {
+		fmt.Fprintf(&b, "service %s\n", s)
+	}
+	for _, r := range cfg.Filters {
+		fmt.Fprintf(&b, "filter %s\n", r)
+	}
+	return b.String()
+}
+
+func (r RouteSpec) String() string { return r.Prefix.String() + "=" + r.Port }
+
 // portIndex returns the index of the port named name, or -1.
 func (cfg *Config) portIndex(name string) int {
 	for i, p := range cfg.Ports {

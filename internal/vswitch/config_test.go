@@ -239,3 +239,19 @@ func TestPlanPolicies(t *testing.T) {
 		t.Errorf("tap port policy %+v", a)
 	}
 }
+
+// Text writes what ParseConfig reads back as the same configuration.
+func TestConfigTextRoundTrips(t *testing.T) {
+	text := "workers 2\nport tun:a,netns=g1,queues=2,offload=off\nport tun:b,gro=off\nroute 198.18.1.0/24=a\nroute 2001:db8:2::/64=b\nservice udp-echo:198.18.0.9:7\nfilter deny proto=udp dport=53\nfilter allow src=198.18.0.0/15\n"
+	cfg, err := ParseConfig("a.conf", strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Text(); got != text {
+		t.Errorf("Text:\n%s\nwant:\n%s", got, text)
+	}
+	again, err := ParseConfig("b.conf", strings.NewReader(cfg.Text()))
+	if err != nil || again.Text() != text {
+		t.Errorf("read back: %v\n%s", err, again.Text())
+	}
+}

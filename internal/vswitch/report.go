@@ -20,7 +20,7 @@ type Report struct {
 	Drops   drop.Counts          `json:"drops"` // every drop, by reason, ports' own included
 	Buffers buffer.Stats         `json:"buffers"`
 	Leaked  int                  `json:"leaked_buffers"`
-	Leak    string               `json:"leak_check"` // "ok" or the leak check's error
+	Leak    string               `json:"leak_check,omitempty"` // "ok" or the leak check's error; "" while running
 	// Devices are the TUN/TAP devices' own counters: offloads done in
 	// software or passed on, and GRO.
 	Devices []DeviceStats `json:"devices"`
@@ -39,10 +39,11 @@ type DeviceStats struct {
 }
 
 func newReport(s engine.Stats) *Report {
-	return &Report{Ports: s.Ports, Workers: s.Workers, Drops: s.Buffers.Drops, Buffers: s.Buffers, Leak: "ok"}
+	return &Report{Ports: s.Ports, Workers: s.Workers, Drops: s.Buffers.Drops, Buffers: s.Buffers}
 }
 
 func (r *Report) setLeak(err error) {
+	r.Leak = "ok"
 	if err == nil {
 		return
 	}
@@ -111,6 +112,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			s.Service, s.Packets, s.Bytes, s.Echoed, s.Dropped, e.Lent, e.Refilled, e.Reclaimed, e.Drops.Total())
 	}
 	fmt.Fprintf(w, "\nbuffers: %d in pool, cache hit rate %.1f%%, %d remote frees\n", r.Buffers.Capacity, 100*r.Buffers.HitRate(), r.Buffers.RemoteFrees)
-	fmt.Fprintf(w, "leak check: %s\n", r.Leak)
+	if r.Leak != "" {
+		fmt.Fprintf(w, "leak check: %s\n", r.Leak)
+	}
 	return nil
 }

@@ -373,6 +373,10 @@ func (sw *Switch) age(ctx context.Context) {
 	}
 }
 
+// Policy returns the port security of port i (in Config.Ports), with
+// its defaults worked out.
+func (sw *Switch) Policy(i int) (program.PortPolicy, bool) { return sw.chain.sec.Policy(i) }
+
 // Learning returns the forwarder's learning counters, or nil for TAP
 // ports.
 func (sw *Switch) Learning() *program.LearnStats {
@@ -420,15 +424,29 @@ func (sw *Switch) Close() (*Report, error) {
 	case <-time.After(stopTimeout):
 		return nil, fmt.Errorf("workers did not stop within %v", stopTimeout)
 	}
+	rep := sw.Stats()
+	err := sw.engine.Close() // closes every port
+	for i, s := range sw.svcs {
+		rep.Services[i] = s.stats() // with what closing took back
+	}
+	rep.setLeak(sw.pool.Close())
+	return rep, err
+}
+
+// Stats returns the switch's counters now: the report Close returns at
+// the end, without the leak check. It may be called at any time between
+// Open and Close, from any goroutine.
+func (sw *Switch) Stats() *Report {
 	rep := newReport(sw.engine.Stats())
 	rep.Learning, rep.Bridge = sw.Learning(), sw.BridgeStats()
 	for _, d := range sw.devices {
 		rep.Devices = append(rep.Devices, DeviceStats{Port: d.Info().Name, Stats: d.Stats()})
 	}
-	err := sw.engine.Close() // closes every port
 	for _, s := range sw.svcs {
 		rep.Services = append(rep.Services, s.stats())
 	}
-	rep.setLeak(sw.pool.Close())
-	return rep, err
+	return rep
 }
+
+// Config returns the configuration the switch runs.
+func (sw *Switch) Config() Config { return sw.cfg }

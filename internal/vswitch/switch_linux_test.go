@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -426,7 +427,8 @@ func TestSwitchCommandSIGTERM(t *testing.T) {
 	gs := newGuests(t, 2)
 	bin := buildSoftnet(t)
 	statsFile := filepath.Join(t.TempDir(), "stats.json")
-	args := []string{"switch", "--stats-json", statsFile}
+	socket := filepath.Join(t.TempDir(), "softnet.sock")
+	args := []string{"switch", "--stats-json", statsFile, "--control", socket}
 	for _, g := range gs {
 		args = append(args, "--port", "tun:"+g.dev+",netns="+g.ns.Name, "--route", g.net4+"="+g.dev)
 	}
@@ -464,6 +466,25 @@ func TestSwitchCommandSIGTERM(t *testing.T) {
 		}
 	}
 	ping(t, gs[0], gs[1].v4)
+	// softnet ctl sees the running switch.
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{"ctl", "--socket", socket}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("ctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	var live Report
+	if err := json.Unmarshal([]byte(ctl("stats", "--json")), &live); err != nil || live.Ports[0].RxPackets < 3 {
+		t.Errorf("ctl stats --json: %v %+v", err, live.Ports)
+	}
+	if out := ctl("config"); !strings.Contains(out, "route "+gs[0].net4+"="+gs[0].dev+"\n") {
+		t.Errorf("ctl config:\n%s", out)
+	}
+	if out := ctl("stats", "--watch", "100ms", "-n", "2"); strings.Count(out, "rx pkt/s") != 2 {
+		t.Errorf("ctl stats --watch:\n%s", out)
+	}
 	// A transfer that the signal interrupts: a sink in one guest, a
 	// writer in the other that stops at the first error or after 30 s.
 	var ln net.Listener
@@ -518,6 +539,12 @@ func TestSwitchCommandSIGTERM(t *testing.T) {
 		if out, err := g.ns.Exec("ip", "link", "show", g.dev); err == nil {
 			t.Errorf("device %s left behind:\n%s", g.dev, out)
 		}
+	}
+	if _, err := os.Stat(socket); err == nil {
+		t.Error("control socket left behind")
+	}
+	if err := exec.Command(bin, "ctl", "--socket", socket, "stats").Run(); err == nil || err.(*exec.ExitError).ExitCode() != 3 {
+		t.Errorf("ctl with no switch: %v, want exit code 3", err)
 	}
 	conn.Close()
 	if n := <-written; n == 0 {

@@ -1,0 +1,322 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
+
+	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// liveSwitch is a running switch between two guests, with its API on a
+// socket of the test's own.
+type liveSwitch struct {
+	sw     *vswitch.Switch
+	ns     [2]*netnstest.NS
+	socket string
+	client *Client
+}
+
+func startLive(t *testing.T) *liveSwitch {
+	t.Helper()
+	netnstest.RequireRoot(t)
+	ls := &liveSwitch{socket: filepath.Join(t.TempDir(), "softnet.sock")}
+	var cfg vswitch.Config
+	for i := range ls.ns {
+		ls.ns[i] = netnstest.New(t)
+		p, err := vswitch.ParsePort(fmt.Sprintf("tun:ct%d,netns=%s", i, ls.ns[i].Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ports = append(cfg.Ports, p)
+		cfg.Routes = append(cfg.Routes, vswitch.RouteSpec{Prefix: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", i+1)), Port: p.Name})
+	}
+	log := slog.New(slog.DiscardHandler)
+	sw, err := vswitch.Open(cfg, vswitch.Tuning{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.sw = sw
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen(ls.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(sw, log)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { ls.stop(t, srv, served) }) })
+	for i, ns := range ls.ns {
+		other := 2 - i
+		dev := fmt.Sprintf("ct%d", i)
+		ns.AddAddr(t, dev, netip.MustParsePrefix(fmt.Sprintf("198.18.%d.1/24", i+1)))
+		if out, err := ns.Exec("ip", "route", "add", fmt.Sprintf("198.18.%d.0/24", other), "dev", dev); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	ls.client = NewClient(ls.socket)
+	return ls
+}
+
+func (ls *liveSwitch) stop(t *testing.T, srv *Server, served chan error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	if _, err := os.Stat(ls.socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left behind: %v", err)
+	}
+	rep, err := ls.sw.Close()
+	if err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if rep != nil && rep.Leak != "ok" {
+		t.Errorf("leak check: %s", rep.Leak)
+	}
+}
+
+func (ls *liveSwitch) ping(t *testing.T, n int) {
+	t.Helper()
+	if out, err := ls.ns[0].Exec("ping", "-c", fmt.Sprint(n), "-i", "0.2", "-W", "2", "198.18.2.1"); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+}
+
+func TestAPI(t *testing.T) {
+	ls := startLive(t)
+	ls.ping(t, 3)
+	ctx := context.Background()
+	fi, err := os.Stat(ls.socket)
+	if err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket mode %v, %v; want 0660", fi.Mode(), err)
+	}
+
+	var rep vswitch.Report
+	if err := ls.client.Get(ctx, "/v1/stats", &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Ports) != 2 || rep.Ports[0].RxPackets < 3 || rep.Ports[1].TxPackets < 3 {
+		t.Errorf("stats after 3 pings: %+v", rep.Ports)
+	}
+	var ports []Port
+	if err := ls.client.Get(ctx, "/v1/ports", &ports); err != nil || len(ports) != 2 || ports[0].Name != "ct0" || !ports[0].Created || ports[0].Down {
+		t.Errorf("ports %+v, %v", ports, err)
+	}
+	// The default port security: each port may send from what is routed
+	// to it.
+	if len(ports) == 2 && (ports[0].Allow != "198.18.1.0/24" || ports[1].Allow != "198.18.2.0/24" || ports[0].DHCPServer) {
+		t.Errorf("ports' security %+v", ports)
+	}
+	var routes []Route
+	if err := ls.client.Get(ctx, "/v1/routes", &routes); err != nil || len(routes) != 2 || routes[1] != (Route{"198.18.2.0/24", "ct1"}) {
+		t.Errorf("routes %+v, %v", routes, err)
+	}
+	var cfg Config
+	if err := ls.client.Get(ctx, "/v1/config", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	// The running configuration reads back as itself.
+	parsed, err := vswitch.ParseConfig("running", strings.NewReader(cfg.Text))
+	if err != nil || parsed.Text() != cfg.Text || !strings.Contains(cfg.Text, "route 198.18.1.0/24=ct0\n") {
+		t.Errorf("config %q: %v", cfg.Text, err)
+	}
+
+	// Errors are JSON with a status that means something.
+	var refused *RefusedError
+	if err := ls.client.Get(ctx, "/v1/nothing", &cfg); !errors.As(err, &refused) || refused.Status != http.StatusNotFound || !strings.Contains(refused.Message, "/v1/nothing") {
+		t.Errorf("unknown resource: %v", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", ls.socket)
+	}}}
+	resp, err := hc.Post("http://softnet/v1/stats", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.HasPrefix(string(body), "{") {
+		t.Errorf("POST /v1/stats: %s %s", resp.Status, body)
+	}
+	hc.CloseIdleConnections()
+}
+
+// A second switch on the same socket fails clearly and leaves the first
+// one's socket alone; a stale socket file is replaced.
+func TestListenRefusesALiveSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if _, err := Listen(path); !errors.Is(err, ErrInUse) {
+		t.Errorf("second listen: %v, want ErrInUse", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("first socket gone: %v", err)
+	}
+	ln.Close()
+	// A socket file nobody listens on: what a killed switch leaves.
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close()
+	ln2, err := Listen(path)
+	if err != nil {
+		t.Fatalf("over a stale socket: %v", err)
+	}
+	ln2.Close()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Errorf("over a regular file: %v", err)
+	}
+	if err := NewClient(filepath.Join(dir, "none.sock")).Get(context.Background(), "/v1/stats", new(vswitch.Report)); !errors.Is(err, ErrNoSwitch) {
+		t.Errorf("no switch: %v", err)
+	}
+}
+
+// Clients that connect and say nothing are cut off, many at once are
+// answered or turned away, and forwarding goes on meanwhile.
+func TestAPIMisbehavingClients(t *testing.T) {
+	ls := startLive(t)
+	silent, err := net.Dial("unix", ls.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rep vswitch.Report
+			err := ls.client.Get(context.Background(), "/v1/stats", &rep)
+			var refused *RefusedError
+			if err != nil && !(errors.As(err, &refused) && refused.Status == http.StatusServiceUnavailable) {
+				errs <- err
+			}
+		}()
+	}
+	ls.ping(t, 3)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent client: %v", err)
+	}
+	silent.SetReadDeadline(time.Now().Add(3 * readHeaderTimeout))
+	if _, err := silent.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("a silent client was not cut off: %v", err)
+	}
+	ls.client.http.CloseIdleConnections()
+}
+
+// /metrics carries the counters the final report shows.
+func TestMetricsMatchTheReport(t *testing.T) {
+	ls := startLive(t)
+	ls.ping(t, 5)
+	h := MetricsHandler(ls.sw)
+	scrape := func() map[string]float64 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for name, f := range fams {
+			for _, m := range f.GetMetric() {
+				key := name
+				for _, l := range m.GetLabel() {
+					key += "," + l.GetName() + "=" + l.GetValue()
+				}
+				switch {
+				case m.Counter != nil:
+					out[key] = m.GetCounter().GetValue()
+				case m.Gauge != nil:
+					out[key] = m.GetGauge().GetValue()
+				}
+			}
+		}
+		return out
+	}
+	got := scrape()
+	if !hasPrefix(got, "go_build_info") {
+		t.Error("no build info")
+	}
+	// The workers publish before they sleep: once the pings are over, a
+	// scrape and the report agree.
+	rep := ls.sw.Stats()
+	for i, p := range rep.Ports {
+		for metric, want := range map[string]uint64{
+			"softnet_port_rx_packets_total": p.RxPackets, "softnet_port_tx_packets_total": p.TxPackets,
+			"softnet_port_rx_bytes_total": p.RxBytes, "softnet_port_tx_bytes_total": p.TxBytes,
+		} {
+			if v := got[metric+",port="+p.Name]; v != float64(want) || want == 0 {
+				t.Errorf("%s{port=%s} = %v, report %d", metric, p.Name, v, want)
+			}
+		}
+		if got["softnet_port_up,port="+p.Name] != 1 {
+			t.Errorf("port %d not up", i)
+		}
+	}
+	if got["softnet_pool_buffers,state=free"]+got["softnet_pool_buffers,state=in_use"]+got["softnet_pool_buffers,state=pending_remote"] != float64(rep.Buffers.Capacity) {
+		t.Errorf("pool states do not add up to %d: %v", rep.Buffers.Capacity, got)
+	}
+	if got["softnet_worker_rounds_total,kind=busy,worker=0"] == 0 {
+		t.Error("no busy rounds")
+	}
+	if _, ok := got["softnet_learned_entries,table=hosts"]; !ok {
+		t.Error("no learned hosts gauge")
+	}
+}
+
+func hasPrefix(m map[string]float64, prefix string) bool {
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}

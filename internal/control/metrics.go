@@ -1,0 +1,133 @@
+package control
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"softnet.dev/drop"
+	"softnet.dev/internal/vswitch"
+)
+
+// metric describes one of softnet's metrics.
+func metric(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("softnet_"+name, help, labels, nil)
+}
+
+var (
+	mRxPackets = metric("port_rx_packets_total", "Packets received on the port and handed to the programs.", "port")
+	mRxBytes   = metric("port_rx_bytes_total", "Bytes of the packets received on the port.", "port")
+	mTxPackets = metric("port_tx_packets_total", "Packets the port transmitted.", "port")
+	mTxBytes   = metric("port_tx_bytes_total", "Bytes of the packets the port transmitted.", "port")
+	mTxDropped = metric("port_tx_dropped_total", "Packets offered to the port's transmit queues and not sent (their reasons are in softnet_drops_total).", "port")
+	mUp        = metric("port_up", "1 while the port forwards, 0 once it went down.", "port")
+	mDrops     = metric("drops_total", "Packets dropped, by the port they arrived on (verdicts and receive errors) or were sent to (transmit errors), and reason.", "port", "reason")
+	mOffload   = metric("port_offload_total", "Offload work on the port: GSO packets received whole (gso_in) or written whole (gso_out), GSO packets segmented in software (segmented) and the segments written (segments), checksums finished in software (csum_finished), GSO packets built by GRO (coalesced) and the packets they carried (coalesced_segs).", "port", "kind")
+	mPool      = metric("pool_buffers", "Packet buffers of the pool by state: in use, waiting on a remote-free list, or free.", "state")
+	mCache     = metric("cache_events_total", "Per-worker buffer cache events, summed: hits and misses of gets, refills from and flushes to the shared depot, gets that found the pool exhausted, remote frees.", "kind")
+	mRounds    = metric("worker_rounds_total", "Poll rounds of the worker that found packets (busy) or none (idle).", "worker", "kind")
+	mSleeps    = metric("worker_sleeps_total", "Times the worker went to sleep waiting for packets.", "worker")
+	mStarved   = metric("worker_starved_total", "Rounds in which the worker found the pool empty and waited for buffers.", "worker")
+	mPanics    = metric("worker_program_panics_total", "Program panics on the worker; each cost a batch.", "worker")
+	mLearned   = metric("learned_entries", "Entries of the learned table: hosts of the L3 forwarder (TUN ports) or stations of the bridge (TAP ports).", "table")
+	mLearning  = metric("learning_total", "Learning events: new entries (learned), entries that moved to another port (moved), moves refused within the hold time or by policy (moves_refused), sources not learned because the table or the port's share was full (table_full) or the port may not send from them (not_allowed), entries aged out (aged).", "table", "kind")
+)
+
+// collector turns a switch's statistics into metrics when scraped. It
+// reads the counters the workers publish for every view (stats, the
+// report), so a scrape costs the datapath nothing.
+type collector struct{ sw *vswitch.Switch }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.sw.Stats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for i, p := range st.Ports {
+		counter(mRxPackets, p.RxPackets, p.Name)
+		counter(mRxBytes, p.RxBytes, p.Name)
+		counter(mTxPackets, p.TxPackets, p.Name)
+		counter(mTxBytes, p.TxBytes, p.Name)
+		counter(mTxDropped, p.TxDropped, p.Name)
+		up := 1.0
+		if p.Down {
+			up = 0
+		}
+		gauge(mUp, up, p.Name)
+		drops := p.Drops
+		if i < len(st.Devices) {
+			d := st.Devices[i]
+			for r := range drops {
+				drops[r] += d.RxDrops[r] + d.TxDrops[r]
+			}
+			for _, k := range []struct {
+				kind string
+				v    uint64
+			}{{"gso_in", d.GSOIn}, {"gso_out", d.GSOOut}, {"segmented", d.Segmented}, {"segments", d.Segments},
+				{"csum_finished", d.CsumFinished}, {"coalesced", d.Coalesced}, {"coalesced_segs", d.CoalescedSegs}} {
+				counter(mOffload, k.v, p.Name, k.kind)
+			}
+		}
+		for r, n := range drops {
+			if n > 0 {
+				counter(mDrops, n, p.Name, drop.Reason(r).String())
+			}
+		}
+	}
+	b := st.Buffers
+	gauge(mPool, float64(b.InUse), "in_use")
+	gauge(mPool, float64(b.Pending), "pending_remote")
+	gauge(mPool, float64(b.Capacity-b.InUse-b.Pending), "free")
+	for _, k := range []struct {
+		kind string
+		v    uint64
+	}{{"hit", b.Hits}, {"miss", b.Misses}, {"refill", b.Refills}, {"flush", b.Flushes}, {"exhausted", b.Exhausted}, {"remote_free", b.RemoteFrees}} {
+		counter(mCache, k.v, k.kind)
+	}
+	if l := st.Learning; l != nil {
+		gauge(mLearned, float64(l.Hosts), "hosts")
+		for _, k := range []struct {
+			kind string
+			v    uint64
+		}{{"learned", l.Learned}, {"moved", l.Moved}, {"moves_refused", l.MovesRefused}, {"table_full", l.Full}, {"not_allowed", l.NotAllowed}, {"aged", l.Aged}} {
+			counter(mLearning, k.v, "hosts", k.kind)
+		}
+	}
+	if b := st.Bridge; b != nil {
+		gauge(mLearned, float64(b.Stations), "stations")
+		for _, k := range []struct {
+			kind string
+			v    uint64
+		}{{"learned", b.Learned}, {"moved", b.Moved}, {"table_full", b.Full}, {"aged", b.Aged}} {
+			counter(mLearning, k.v, "stations", k.kind)
+		}
+	}
+	for i, w := range st.Workers {
+		id := strconv.Itoa(i)
+		counter(mRounds, w.BusyRounds, id, "busy")
+		counter(mRounds, w.IdleRounds, id, "idle")
+		counter(mSleeps, w.Sleeps, id)
+		counter(mStarved, w.Starved, id)
+		counter(mPanics, w.Panics, id)
+	}
+}
+
+// MetricsHandler serves sw's metrics, with the Go runtime's and the
+// build's, in the Prometheus exposition format.
+func MetricsHandler(sw *vswitch.Switch) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{sw}, collectors.NewGoCollector(), collectors.NewBuildInfoCollector())
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
