@@ -40,8 +40,9 @@ TAP (L2) devices. TUN ports are routed by the L3 forwarder (static routes
 first, then source addresses learned per port where no route covers them;
 TTL is decremented); TAP ports are bridged by MAC address. Guests cannot
 impersonate each other: each port may send only from its allowed
-addresses (and MACs), and learning never overrides a route. Addresses inside the guests are the operator's
-business: configure them with ip(8) once the switch has created the devices.
+addresses (and MACs), and learning never overrides a route. Addresses
+inside the guests are the operator's business: configure them with ip(8)
+once the switch has created the devices.
 
 A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
 [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]:
