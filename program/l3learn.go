@@ -82,6 +82,20 @@ func (f *L3Forwarder) expired(e *hostEntry, now int64) bool {
 	return now-e.seen.Load() > f.ageing
 }
 
+func (f *L3Forwarder) anyExpired(t *hostTable, now int64) bool {
+	for _, e := range t.v4 {
+		if f.expired(e, now) {
+			return true
+		}
+	}
+	for _, e := range t.v6 {
+		if f.expired(e, now) {
+			return true
+		}
+	}
+	return false
+}
+
 // learnCounts are one batch's learning events, added to the forwarder's
 // counters once per batch.
 type learnCounts struct {
@@ -185,6 +199,12 @@ func (f *L3Forwarder) commit(l *pending[netip.Addr], port int, now int64, c *lea
 			c.refused++
 			continue
 		case old == nil && t.len() >= f.maxLearned:
+			if next == nil && !f.anyExpired(cur, now) {
+				// Full, and copying would free nothing.
+				c.full++
+				f.fullUntil.Store(now + f.refresh)
+				continue
+			}
 			copyOnce()
 			if next.len() >= f.maxLearned {
 				c.full++
@@ -291,8 +311,8 @@ func (f *L3Forwarder) Age(now int64) {
 	f.tick(now)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	next, aged := f.live(f.hosts.Load(), now, 0)
-	if aged > 0 {
+	if cur := f.hosts.Load(); f.anyExpired(cur, now) {
+		next, aged := f.live(cur, now, 0)
 		f.hosts.Store(next)
 		f.stats.aged.Add(uint64(aged))
 		f.fullUntil.Store(0)
