@@ -167,6 +167,17 @@ func (f *L3Forwarder) Name() string { return "l3forward" }
 
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
+// mayLearnOn reports whether anything from port can be learned: not if
+// its policy allows only addresses the routes cover (the switch's
+// default), which spares every packet of the port two lookups.
+func (f *L3Forwarder) mayLearnOn(port int, routes *routeTable) bool {
+	if f.policy == nil {
+		return true
+	}
+	r := f.policy.port(port)
+	return r == nil || r.mayLearn(routes)
+}
+
 // Run implements Program.
 func (f *L3Forwarder) Run(b *Batch) {
 	// One snapshot per batch: every packet of the batch sees the same
@@ -175,6 +186,7 @@ func (f *L3Forwarder) Run(b *Batch) {
 	routes := f.routes.Load()
 	now := b.Now
 	f.tick(now)
+	learn := f.learn && f.mayLearnOn(b.Ingress, routes)
 	var learned pending[netip.Addr]
 	var counts learnCounts
 	// A burst is mostly a few flows: a source just found not to need
@@ -189,7 +201,7 @@ func (f *L3Forwarder) Run(b *Batch) {
 			b.Verdicts[i] = DropVerdict(drop.UnhandledProto)
 			continue
 		}
-		if f.learn && h.SrcIP != settled {
+		if learn && h.SrcIP != settled {
 			if !f.shouldLearn(hosts, routes, h.SrcIP, b.Ingress, now, &counts) {
 				settled = h.SrcIP
 			} else if learned.add(h.SrcIP) {

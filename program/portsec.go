@@ -63,7 +63,40 @@ type portRules struct {
 	any    bool
 	set    *routeTable // the allowed prefixes; values unused
 	macs   [][6]byte
+	// learnable caches, for one route table of a forwarder, whether the
+	// port may send from an address no route covers: if not, nothing
+	// from it can be learned and the forwarder skips learning for its
+	// batches.
+	learnable atomic.Pointer[learnableFor]
 }
+
+type learnableFor struct {
+	routes *routeTable
+	ok     bool
+}
+
+// mayLearn reports whether a forwarder with routes can learn anything
+// from the port: whether some allowed prefix (link-local ones aside,
+// which are never learned) is not covered by a single route.
+func (r *portRules) mayLearn(routes *routeTable) bool {
+	if r.any {
+		return true
+	}
+	if c := r.learnable.Load(); c != nil && c.routes == routes {
+		return c.ok
+	}
+	ok := false
+	for _, p := range r.policy.Allow.Prefixes {
+		if !linkLocal.Contains(p.Addr()) && !routes.covers(p.Masked()) {
+			ok = true
+			break
+		}
+	}
+	r.learnable.Store(&learnableFor{routes: routes, ok: ok})
+	return ok
+}
+
+var linkLocal = netip.MustParsePrefix("fe80::/10")
 
 // NewPortSecurity returns a program enforcing policies, by port index.
 func NewPortSecurity(policies map[int]PortPolicy) (*PortSecurity, error) {

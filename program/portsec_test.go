@@ -270,3 +270,41 @@ func TestL3LearningFollowsPolicy(t *testing.T) {
 		t.Errorf("stats %+v, want 1 not allowed", st)
 	}
 }
+
+// A port whose allowed prefixes the routes cover has nothing to learn,
+// and the forwarder skips learning for it until a route goes away.
+func TestL3SkipsLearningCoveredPorts(t *testing.T) {
+	e := newPktEnv(t)
+	s := newPortSecurity(t, map[int]PortPolicy{1: {Allow: mustAllow(t, "198.18.1.0/25+198.18.1.128/25+2001:db8:1::/64+fe80::1")}})
+	f := newForwarder(t, L3Config{Policy: s, Unknown: DropUnknown, MoveHold: 1, Routes: []Route{
+		{netip.MustParsePrefix("198.18.0.0/16"), 1}, {netip.MustParsePrefix("2001:db8:1::/48"), 1}}})
+	b := e.batch(packet.L3, 1, 0, udp("198.18.1.1", "198.18.0.1"), udp("2001:db8:1::1", "2001:db8:1::2"))
+	if !f.mayLearnOn(2, f.routes.Load()) || f.mayLearnOn(1, f.routes.Load()) {
+		t.Fatal("port 1 is covered by routes, port 2 has no policy")
+	}
+	f.Run(b)
+	wantVerdicts(t, b, DropVerdict(drop.NoRoute), DropVerdict(drop.NoRoute))
+	if err := f.RemoveRoute(netip.MustParsePrefix("2001:db8:1::/48")); err != nil {
+		t.Fatal(err)
+	}
+	if !f.mayLearnOn(1, f.routes.Load()) {
+		t.Fatal("2001:db8:1::/64 is no longer routed, yet port 1 is not learnable")
+	}
+	f.Run(e.batch(packet.L3, 1, 1, udp("2001:db8:1::1", "2001:db8:1::2")))
+	wantLearned(t, f, map[string]int{"2001:db8:1::1": 1})
+}
+
+func TestRouteTableCovers(t *testing.T) {
+	rt := newRouteTable(map[netip.Prefix]int{
+		netip.MustParsePrefix("198.18.0.0/16"): 1, netip.MustParsePrefix("198.18.1.0/25"): 2,
+		netip.MustParsePrefix("2001:db8::/48"): 3, netip.MustParsePrefix("::ffff:198.19.0.0/112"): 4})
+	for p, want := range map[string]bool{
+		"198.18.0.0/15": false, "198.18.0.0/16": true, "198.18.7.0/24": true, "198.19.0.0/24": false,
+		"2001:db8::/32": false, "2001:db8::/64": true, "2001:db8:1::/64": false,
+		"::ffff:198.19.1.0/120": true, "0.0.0.0/0": false,
+	} {
+		if got := rt.covers(netip.MustParsePrefix(p)); got != want {
+			t.Errorf("covers(%s) = %v, want %v", p, got, want)
+		}
+	}
+}
