@@ -29,6 +29,12 @@ type BridgeConfig struct {
 	// fills its share, not the table: the other ports keep learning, and
 	// the entries learned on them are never displaced.
 	MaxPerPort int
+	// MoveHold is how long a station stays on its port before a frame
+	// from another port may move it (default DefaultMoveHold): a guest
+	// sending from a neighbour's MAC diverts at most what follows one
+	// move per hold time, not the neighbour's traffic for good, while a
+	// station that really moved is found on its new port within it.
+	MoveHold time.Duration
 }
 
 // Bridge is an L2 learning bridge: it learns each frame's source MAC on
@@ -60,6 +66,7 @@ type Bridge struct {
 	refresh    int64 // ns: how stale an entry's last-seen time may get
 	maxEntries int
 	maxPerPort int
+	moveHold   int64 // ns
 
 	mu sync.Mutex // serializes writers
 	// fdb is the forwarding table, read by workers without locks.
@@ -91,7 +98,8 @@ func newFDB(entries map[[6]byte]*fdbEntry) *fdb {
 }
 
 type fdbEntry struct {
-	port int // fixed: a station that moves gets a new entry
+	port  int   // fixed: a station that moves gets a new entry
+	since int64 // when the station was learned on port
 	// seen is when the station last sent, refreshed at most once per
 	// refresh interval: writing it for every frame would bounce its cache
 	// line between workers.
@@ -109,11 +117,15 @@ func NewBridge(cfg BridgeConfig) *Bridge {
 	if cfg.MaxPerPort <= 0 {
 		cfg.MaxPerPort = max(cfg.MaxEntries/4, 1)
 	}
+	if cfg.MoveHold <= 0 {
+		cfg.MoveHold = DefaultMoveHold
+	}
 	br := &Bridge{
 		ageing:     int64(cfg.AgeingTime),
 		refresh:    min(int64(time.Second), max(int64(cfg.AgeingTime)/4, 1)),
 		maxEntries: cfg.MaxEntries,
 		maxPerPort: min(cfg.MaxPerPort, cfg.MaxEntries),
+		moveHold:   int64(cfg.MoveHold),
 	}
 	br.fdb.Store(newFDB(map[[6]byte]*fdbEntry{}))
 	return br
@@ -131,7 +143,7 @@ func (br *Bridge) Run(b *Batch) {
 	br.tick(now)
 	t := br.fdb.Load()
 	var learned pending[[6]byte]
-	var refused uint64
+	var refused, held uint64
 	for i := range b.Len() {
 		h, ok := b.Undecided(i)
 		if !ok {
@@ -141,7 +153,7 @@ func (br *Bridge) Run(b *Batch) {
 			b.Verdicts[i] = DropVerdict(drop.InvalidProto)
 			continue
 		}
-		if br.mustLearn(t, h.Src, b.Ingress, now, &refused) && learned.add(h.Src) {
+		if br.mustLearn(t, h.Src, b.Ingress, now, &refused, &held) && learned.add(h.Src) {
 			br.commit(&learned, b.Ingress, now)
 			t = br.fdb.Load()
 		}
@@ -166,6 +178,9 @@ func (br *Bridge) Run(b *Batch) {
 	if refused > 0 {
 		br.stats.full.Add(refused)
 	}
+	if held > 0 {
+		br.stats.refused.Add(held)
+	}
 }
 
 func (br *Bridge) expired(e *fdbEntry, now int64) bool {
@@ -175,8 +190,8 @@ func (br *Bridge) expired(e *fdbEntry, now int64) bool {
 // mustLearn refreshes a known station in place and reports whether src
 // needs the writer: a new station, or one that moved to port. It counts
 // in refused the new stations it skips because the table or the port's
-// share is full.
-func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64, refused *uint64) bool {
+// share is full, and in held the moves within the move hold.
+func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64, refused, held *uint64) bool {
 	e := t.entries[src]
 	if e != nil && e.port == port {
 		// Also revives an expired entry that was not purged yet. Workers'
@@ -184,6 +199,10 @@ func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64, refused *u
 		if now-e.seen.Load() >= br.refresh {
 			e.seen.Store(now)
 		}
+		return false
+	}
+	if e != nil && !br.expired(e, now) && now-e.since < br.moveHold {
+		*held++
 		return false
 	}
 	if e == nil && (len(t.entries) >= br.maxEntries || t.perPort[port] >= br.maxPerPort) && now < br.fullUntil.Load() {

@@ -50,6 +50,10 @@ func (br *Bridge) commit(l *pending[[6]byte], port int, now int64) {
 		if e != nil && e.port == port {
 			continue
 		}
+		if e != nil && now-e.since < br.moveHold {
+			br.stats.refused.Add(1) // moved by another worker meanwhile
+			continue
+		}
 		if e == nil && (len(next.entries) >= br.maxEntries || next.perPort[port] >= br.maxPerPort) {
 			refused++
 			continue
@@ -60,7 +64,7 @@ func (br *Bridge) commit(l *pending[[6]byte], port int, now int64) {
 		} else {
 			br.stats.learned.Add(1)
 		}
-		e = &fdbEntry{port: port}
+		e = &fdbEntry{port: port, since: now}
 		e.seen.Store(now)
 		next.entries[mac] = e
 		next.perPort[port]++
@@ -136,7 +140,7 @@ func (br *Bridge) Flush() {
 
 // bridgeStats are the bridge's learning counters.
 type bridgeStats struct {
-	learned, moved, full, aged atomic.Uint64
+	learned, moved, refused, full, aged atomic.Uint64
 }
 
 // BridgeStats count what a bridge learned and refused to learn.
@@ -144,6 +148,9 @@ type BridgeStats struct {
 	Stations int    `json:"stations"` // in the table now, aged-out ones not yet purged included
 	Learned  uint64 `json:"learned"`  // new stations
 	Moved    uint64 `json:"moved"`    // stations that moved to another port
+	// MovesRefused counts frames from a station learned on another port
+	// within the move hold time: they did not move it.
+	MovesRefused uint64 `json:"moves_refused"`
 	// Full counts source MACs not learned because the table, or the
 	// ingress port's share of it, was full.
 	Full uint64 `json:"table_full"`
@@ -153,10 +160,11 @@ type BridgeStats struct {
 // Stats returns the learning counters.
 func (br *Bridge) Stats() BridgeStats {
 	return BridgeStats{
-		Stations: len(br.fdb.Load().entries),
-		Learned:  br.stats.learned.Load(),
-		Moved:    br.stats.moved.Load(),
-		Full:     br.stats.full.Load(),
-		Aged:     br.stats.aged.Load(),
+		Stations:     len(br.fdb.Load().entries),
+		Learned:      br.stats.learned.Load(),
+		Moved:        br.stats.moved.Load(),
+		MovesRefused: br.stats.refused.Load(),
+		Full:         br.stats.full.Load(),
+		Aged:         br.stats.aged.Load(),
 	}
 }

@@ -43,11 +43,21 @@ func TestBridgeLearnsAndForwards(t *testing.T) {
 	wantVerdicts(t, b, RedirectVerdict(2), DropVerdict(drop.NoRoute))
 	wantTable(t, br, BridgeEntry{MAC: mac(1), Port: 1}, BridgeEntry{MAC: mac(2), Port: 2}, BridgeEntry{MAC: mac(4), Port: 1})
 
-	// A station that moves is found on its new port.
-	br.Run(e.batch(packet.L2, 3, 0, frame(packet.Broadcast, mac(1))))
-	b = e.batch(packet.L2, 2, 0, frame(mac(1), mac(2)))
+	// A frame from the station on another port within the move hold
+	// does not move it (a guest sending from its neighbour's MAC) ...
+	br.Run(e.batch(packet.L2, 3, int64(DefaultMoveHold)/2, frame(packet.Broadcast, mac(1))))
+	b = e.batch(packet.L2, 2, int64(DefaultMoveHold)/2, frame(mac(1), mac(2)))
+	br.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(1))
+	// ... after it, the station that moved is found on its new port.
+	now := int64(2 * DefaultMoveHold)
+	br.Run(e.batch(packet.L2, 3, now, frame(packet.Broadcast, mac(1))))
+	b = e.batch(packet.L2, 2, now, frame(mac(1), mac(2)))
 	br.Run(b)
 	wantVerdicts(t, b, RedirectVerdict(3))
+	if st := br.Stats(); st.Moved != 1 || st.MovesRefused != 1 {
+		t.Errorf("stats %+v, want 1 move and 1 refused", st)
+	}
 
 	br.Flush()
 	wantTable(t, br)
@@ -140,7 +150,7 @@ func TestBridgeInvalidSources(t *testing.T) {
 func TestBridgeTableFull(t *testing.T) {
 	e := newPktEnv(t)
 	const s = int64(time.Second)
-	br := NewBridge(BridgeConfig{MaxEntries: 2, MaxPerPort: 2, AgeingTime: 10 * time.Second})
+	br := NewBridge(BridgeConfig{MaxEntries: 2, MaxPerPort: 2, AgeingTime: 10 * time.Second, MoveHold: 1})
 	br.Run(e.batch(packet.L2, 1, 0, frame(packet.Broadcast, mac(1)), frame(packet.Broadcast, mac(11))))
 	b := e.batch(packet.L2, 2, 0, frame(mac(1), mac(2)), frame(mac(1), mac(2)))
 	br.Run(b)

@@ -110,7 +110,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for _, k := range []struct {
 			kind string
 			v    uint64
-		}{{"learned", b.Learned}, {"moved", b.Moved}, {"table_full", b.Full}, {"aged", b.Aged}} {
+		}{{"learned", b.Learned}, {"moved", b.Moved}, {"moves_refused", b.MovesRefused}, {"table_full", b.Full}, {"aged", b.Aged}} {
 			counter(mLearning, k.v, "stations", k.kind)
 		}
 	}

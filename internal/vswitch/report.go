@@ -98,8 +98,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			l.Hosts, l.Learned, l.Moved, l.MovesRefused, l.Full, l.NotAllowed, l.Aged)
 	}
 	if b := r.Bridge; b != nil {
-		fmt.Fprintf(w, "\nbridge stations: %d now; %d learned, %d moved, %d not learned (table or port share full), %d aged out\n",
-			b.Stations, b.Learned, b.Moved, b.Full, b.Aged)
+		fmt.Fprintf(w, "\nbridge stations: %d now; %d learned, %d moved, %d moves refused, %d not learned (table or port share full), %d aged out\n",
+			b.Stations, b.Learned, b.Moved, b.MovesRefused, b.Full, b.Aged)
 	}
 	fmt.Fprintln(w, "\noffloads:")
 	for _, d := range r.Devices {
