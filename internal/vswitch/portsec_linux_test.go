@@ -460,3 +460,30 @@ func TestSwitchFloodDoesNotStarvePings(t *testing.T) {
 		t.Errorf("the flood reached the switch with only %d packets", rep.Ports[0].RxPackets)
 	}
 }
+
+// Two router guests (allow=any) claim one address in turn: the host
+// moves at most once per hold time, the refused moves are counted, and a
+// third guest's traffic is untouched.
+func TestSwitchFlappingSource(t *testing.T) {
+	gs := newGuests(t, 3)
+	sw, stop := startSwitchConfig(t, gs, Config{Workers: 1}, "allow=any", "allow=any")
+	pkt := udpPacket("198.19.0.1:1000", hostPort(gs[2].v4, 9))
+	const rounds = 40 // each takes tens of milliseconds: two namespace switches
+	start := time.Now()
+	for range rounds {
+		inject(t, gs[0], false, pkt)
+		inject(t, gs[1], false, pkt)
+	}
+	elapsed := time.Since(start)
+	pingAll(t, gs[2], gs[0].v4, 5)
+	l := sw.Learning()
+	t.Logf("%v of flapping: %+v", elapsed, *l)
+	// One move per hold time at most, plus the first learning.
+	if most := uint64(elapsed/program.DefaultMoveHold) + 1; l.Moved > most {
+		t.Errorf("%d moves in %v, want at most %d", l.Moved, elapsed, most)
+	}
+	if l.MovesRefused < rounds/2 {
+		t.Errorf("%d moves refused of %d attempts", l.MovesRefused, 2*rounds)
+	}
+	stop()
+}
