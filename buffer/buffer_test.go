@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -308,6 +309,31 @@ func TestDropReasonsCounted(t *testing.T) {
 	s := c.Stats()
 	if s.Drops[drop.HdrTrunc] != 1 || s.Drops[drop.NoRoute] != 2 || s.Drops[drop.NumReasons-1] != 1 || s.Consumed != 0 {
 		t.Fatalf("drops %v", s.Drops)
+	}
+}
+
+func TestDropHookSeesEveryDrop(t *testing.T) {
+	p := newTestPool(t, small(16))
+	c := newTestCache(t, p, nil)
+	var seen []string
+	c.SetDropHook(func(b *Buf, r drop.Reason) { seen = append(seen, fmt.Sprintf("%s:%s", b.Bytes(), r)) })
+	bufs := make([]*Buf, 3)
+	if err := c.GetBulk(bufs, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bufs {
+		b.SetData(b.Headroom(), copy(b.Frame()[b.Headroom():], fmt.Sprint(i)))
+	}
+	c.Drop(bufs[0], drop.HdrTrunc)
+	c.DropBulk(bufs[1:], drop.NoRoute)
+	if got := strings.Join(seen, " "); got != "0:HDR_TRUNC 1:NO_ROUTE 2:NO_ROUTE" {
+		t.Errorf("hook saw %q", got)
+	}
+	c.SetDropHook(nil)
+	b, _ := c.Get(0)
+	c.Drop(b, drop.Filter)
+	if len(seen) != 3 {
+		t.Errorf("a removed hook still ran: %v", seen)
 	}
 }
 

@@ -26,6 +26,8 @@ type Engine struct {
 	running bool
 	closed  bool
 	wg      sync.WaitGroup
+
+	monitor atomic.Pointer[monitorRef] // SetDropMonitor
 }
 
 // portState is what every worker shares about a port.
@@ -34,6 +36,7 @@ type portState struct {
 	port  port.Port
 	info  port.Info
 	down  atomic.Bool
+	tap   atomic.Pointer[tapRef] // SetTap
 
 	mu  sync.Mutex
 	err error // why it went down

@@ -42,6 +42,9 @@ type worker struct {
 	poll   *poller
 	epoch  time.Time
 	now    int64
+	// curPort is the port whose packets the worker handles now, for the
+	// drop monitor: -1 outside any port's work.
+	curPort int
 
 	stop     atomic.Bool
 	sleeping atomic.Bool
@@ -96,6 +99,7 @@ func newWorker(e *Engine, index int) (*worker, error) {
 		w.poll.close()
 		return nil, fmt.Errorf("engine: worker %d: %w", index, err)
 	}
+	w.cache.SetDropHook(w.dropped)
 	return w, nil
 }
 
@@ -134,6 +138,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 	w.now = int64(time.Since(w.epoch))
 	idle, rounds := 0, 0
 	for !w.stop.Load() {
+		w.curPort = -1
 		w.cache.Drain()
 		exhausted := w.cache.Exhausted()
 		work := w.runPollers()
@@ -208,6 +213,7 @@ func (w *worker) round() int {
 		if rq.port.down.Load() {
 			continue
 		}
+		w.curPort = rq.port.index
 		n, err := rq.q.Receive(w.cache, w.rxBufs)
 		if err != nil {
 			w.e.fail(rq.port, fmt.Errorf("rx queue: %w", err))
@@ -232,6 +238,7 @@ func (w *worker) process(in *portState, n int) {
 	w.ctr[portCounter(in.index, pRxPackets)] += uint64(n)
 	w.ctr[portCounter(in.index, pRxBytes)] += uint64(bytes)
 	w.ctr[wBatchSizes+batchBucket(n)]++
+	w.tapBurst(in, false, b.Bufs)
 	for _, p := range w.e.cfg.Programs {
 		if !w.runProgram(p, b) {
 			break
@@ -288,6 +295,7 @@ func (w *worker) dispatch(in *portState) {
 			w.egress[p] = list[:0]
 		}
 	}
+	w.curPort = in.index
 	for c, list := range w.local {
 		if len(list) > 0 {
 			w.e.cfg.Consumers[c].Deliver(w.index, w.cache, list)
@@ -298,6 +306,7 @@ func (w *worker) dispatch(in *portState) {
 
 func (w *worker) drop(buf *buffer.Buf, ingress int, r drop.Reason) {
 	w.ctr[portCounter(ingress, pDrops+int(min(r, drop.NumReasons-1)))]++
+	w.curPort = ingress
 	w.cache.Drop(buf, r)
 }
 
@@ -336,6 +345,8 @@ func (w *worker) transmit(p *portState, list []*buffer.Buf) {
 	for _, buf := range list {
 		sizes += buf.Len()
 	}
+	w.tapBurst(p, true, list)
+	w.curPort = p.index
 	// Transmit owns the buffers from here: read nothing of them after.
 	sent, err := w.txqs[p.index].Transmit(w.cache, list)
 	if err != nil {

@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"softnet.dev/drop"
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
 )
@@ -163,8 +167,179 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 		RunE: func(*cobra.Command, []string) error { return usageError{errors.New("route needs a command: list")} }}
 	routeCmd.AddCommand(routeList)
 
-	cmd.AddCommand(stats, config, portCmd, routeCmd)
+	cmd.AddCommand(stats, config, portCmd, routeCmd, newDropsCmd(client), newCaptureCmd(client))
 	return cmd
+}
+
+func newDropsCmd(client func() *control.Client) *cobra.Command {
+	var (
+		watch, asJSON bool
+		rate, count   int
+	)
+	cmd := &cobra.Command{
+		Use:   "drops [--watch [--rate N/s] [-n COUNT] [--json]]",
+		Short: "Print drops by port and reason; with --watch, stream dropped packets as they happen",
+		Long: `drops prints the switch's drops by port and reason. With --watch it streams
+dropped packets as they happen, one line each: time, port, worker, reason
+and the packet's headers decoded. The switch samples at most --rate drops a
+second, on its workers, without ever making them wait; on exit (Ctrl-C, or
+after -n drops) ctl prints how many drops the sampler skipped and lost.`,
+		Example: `  softnet ctl drops
+  softnet ctl drops --watch --rate 10`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if !watch {
+				var rep vswitch.Report
+				if err := client().Get(cmd.Context(), "/v1/stats", &rep); err != nil {
+					return ctlError(err)
+				}
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "port\treason\tpackets")
+				for _, p := range rep.Ports {
+					for reason, n := range p.Drops {
+						if n > 0 {
+							fmt.Fprintf(tw, "%s\t%s\t%d\n", p.Name, drop.Reason(reason), n)
+						}
+					}
+				}
+				for _, d := range rep.Devices {
+					for reason, n := range d.RxDrops {
+						if n > 0 {
+							fmt.Fprintf(tw, "%s (rx)\t%s\t%d\n", d.Port, drop.Reason(reason), n)
+						}
+					}
+					for reason, n := range d.TxDrops {
+						if n > 0 {
+							fmt.Fprintf(tw, "%s (tx)\t%s\t%d\n", d.Port, drop.Reason(reason), n)
+						}
+					}
+				}
+				return tw.Flush()
+			}
+			resp, err := client().Stream(cmd.Context(), fmt.Sprintf("/v1/drops?rate=%d&count=%d", rate, count))
+			if err != nil {
+				return ctlError(err)
+			}
+			defer resp.Body.Close()
+			dec := json.NewDecoder(resp.Body)
+			var last control.DropEvent
+			for {
+				var ev control.DropEvent
+				if err := dec.Decode(&ev); err != nil {
+					break // the switch ended the stream, or Ctrl-C did
+				}
+				switch {
+				case ev.Type == "status":
+					last = ev
+				case asJSON:
+					json.NewEncoder(out).Encode(ev)
+				default:
+					fmt.Fprintf(out, "%s %-8s w%d %-16s %s\n", ev.Time.Format("15:04:05.000000"), ev.Port, ev.Worker, ev.Reason, ev.Summary)
+				}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d drops shown; the sampler skipped %d (over --rate) and lost %d (not read in time)\n", last.Sent, last.SampledOut, last.Lost)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&watch, "watch", false, "stream dropped packets until interrupted")
+	f.IntVar(&rate, "rate", control.DefaultDropRate, "with --watch, at most N drops a second")
+	f.IntVarP(&count, "count", "n", 0, "with --watch, stop after N drops")
+	f.BoolVar(&asJSON, "json", false, "with --watch, print each drop as JSON")
+	return cmd
+}
+
+func newCaptureCmd(client func() *control.Client) *cobra.Command {
+	var (
+		dir, file, filter string
+		count, snaplen    int
+	)
+	cmd := &cobra.Command{
+		Use:   "capture PORT [--dir rx|tx|both] [-c COUNT] [--snaplen N] [--filter EXPR] -w FILE|-",
+		Short: "Capture a port's packets into a pcap file that tcpdump and Wireshark read",
+		Long: `capture copies the packets a port receives and transmits into a pcap file
+(LINKTYPE_RAW for TUN ports, LINKTYPE_ETHERNET for TAP ports), as the device
+saw them: a GSO packet is one large packet. The switch copies packets out of
+its workers into a bounded buffer; a reader that cannot keep up loses
+copies, counted and reported at the end, never forwarded packets.
+
+The filter is a conjunction of "host ADDR", "net PREFIX",
+"proto tcp|udp|icmp|icmpv6|arp" and "port N", joined by "and".`,
+		Example: `  softnet ctl capture sn0 -c 10 -w ping.pcap --filter "proto icmp"
+  softnet ctl capture sn0 -w - | tcpdump -n -r -`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return usageError{errors.New("capture: -w FILE or -w - is required")}
+			}
+			q := url.Values{"port": {args[0]}, "dir": {dir}, "filter": {filter}}
+			if count > 0 {
+				q.Set("count", strconv.Itoa(count))
+			}
+			if snaplen > 0 {
+				q.Set("snaplen", strconv.Itoa(snaplen))
+			}
+			resp, err := client().Stream(cmd.Context(), "/v1/capture?"+q.Encode())
+			if err != nil {
+				return ctlError(err)
+			}
+			defer resp.Body.Close()
+			out := cmd.OutOrStdout()
+			if file != "-" {
+				f, err := os.Create(file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				out = f
+			}
+			n, err := copyPcap(out, resp.Body)
+			lost := resp.Trailer.Get("Softnet-Lost")
+			if lost == "" {
+				lost = "an unknown number of" // interrupted before the switch said
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s copies lost by the capture\n", n, lost)
+			if err != nil && cmd.Context().Err() == nil {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "both", "rx, tx or both")
+	f.IntVarP(&count, "count", "c", 0, "stop after COUNT packets")
+	f.IntVar(&snaplen, "snaplen", 0, "bytes kept of each packet (default: the port's largest frame)")
+	f.StringVar(&filter, "filter", "", `capture only what matches, e.g. "host 198.18.1.1 and proto udp"`)
+	f.StringVarP(&file, "write", "w", "", "the pcap file to write, - for standard output")
+	return cmd
+}
+
+// copyPcap copies a pcap stream packet by packet, so that a reader of
+// out (tcpdump -r -) sees each packet as it comes, and counts them.
+func copyPcap(out io.Writer, in io.Reader) (int, error) {
+	r, err := pcapgo.NewReader(in)
+	if err != nil {
+		return 0, fmt.Errorf("capture: %w", err)
+	}
+	w := pcapgo.NewWriterNanos(out)
+	if err := w.WriteFileHeader(r.Snaplen(), r.LinkType()); err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, err
+		}
+		if err := w.WritePacket(ci, data); err != nil {
+			return n, err
+		}
+		n++
+	}
 }
 
 // ctlError gives an API error its exit code.

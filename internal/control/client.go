@@ -27,47 +27,63 @@ func (e *RefusedError) Error() string { return e.Message }
 // Client talks to a switch's API.
 type Client struct {
 	socket string
-	http   *http.Client
+	http   *http.Client // requests: bounded in time
+	stream *http.Client // streams: as long as the caller's context
 }
 
 // NewClient returns a client of the switch serving socket.
 func NewClient(socket string) *Client {
 	var d net.Dialer
-	return &Client{socket: socket, http: &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", socket)
-		}},
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", socket)
 	}}
+	return &Client{socket: socket, http: &http.Client{Timeout: 10 * time.Second, Transport: tr}, stream: &http.Client{Transport: tr}}
 }
 
 // Get fetches path (e.g. "/v1/stats") into v.
 func (c *Client) Get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://softnet"+path, nil)
+	resp, err := c.do(ctx, c.http, path)
 	if err != nil {
 		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%s: %w", c.socket, ErrNoSwitch)
-		}
-		return fmt.Errorf("%s: %w", c.socket, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", c.socket, path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var e Error
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = resp.Status
-		}
-		return &RefusedError{Status: resp.StatusCode, Message: e.Error}
-	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("%s: %s: %w", c.socket, path, err)
 	}
 	return nil
+}
+
+// Stream starts a streaming request (/v1/drops, /v1/capture); the
+// caller reads and closes the body, and ends the stream by cancelling
+// ctx.
+func (c *Client) Stream(ctx context.Context, path string) (*http.Response, error) {
+	return c.do(ctx, c.stream, path)
+}
+
+func (c *Client) do(ctx context.Context, hc *http.Client, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://softnet"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%s: %w", c.socket, ErrNoSwitch)
+		}
+		return nil, fmt.Errorf("%s: %w", c.socket, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var e Error
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error = resp.Status
+		}
+		return nil, &RefusedError{Status: resp.StatusCode, Message: e.Error}
+	}
+	return resp, nil
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +23,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
+	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/internal/vswitch"
 )
@@ -319,4 +324,135 @@ func hasPrefix(m map[string]float64, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// A capture of a ping, read back by tcpdump, shows its requests and
+// replies; a drop watch sees what a guest injects, with the reasons the
+// counters give.
+func TestCaptureAndDropWatch(t *testing.T) {
+	tcpdump, err := exec.LookPath("tcpdump")
+	if err != nil {
+		if os.Getenv(netnstest.RequireEnv) == "1" {
+			t.Fatal("needs tcpdump")
+		}
+		t.Skip("needs tcpdump")
+	}
+	ls := startLive(t)
+	ls.ping(t, 1) // routes and neighbours settled
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := ls.client.Stream(ctx, "/v1/capture?port=ct0&count=6&filter=proto+icmp+and+host+198.18.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcapFile := filepath.Join(t.TempDir(), "ping.pcap")
+	f, err := os.Create(pcapFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan error, 1)
+	go func() { _, err := io.Copy(f, resp.Body); copied <- err }()
+	// A second capture of the same port is refused while this one runs.
+	var refused *RefusedError
+	if _, err := ls.client.Stream(ctx, "/v1/capture?port=ct0"); !errors.As(err, &refused) || refused.Status != http.StatusConflict {
+		t.Errorf("second capture: %v", err)
+	}
+	for _, bad := range []string{"port=nope", "port=ct0&dir=up", "port=ct0&filter=host+x", "port=ct0&snaplen=1"} {
+		if _, err := ls.client.Stream(ctx, "/v1/capture?"+bad); !errors.As(err, &refused) || refused.Status/100 != 4 {
+			t.Errorf("capture %s: %v", bad, err)
+		}
+	}
+	ls.ping(t, 3)
+	if err := <-copied; err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	f.Close()
+	if resp.Trailer.Get("Softnet-Captured") != "6" || resp.Trailer.Get("Softnet-Lost") != "0" {
+		t.Errorf("trailers %v", resp.Trailer)
+	}
+	out, err := exec.Command(tcpdump, "-n", "-r", pcapFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tcpdump -r: %v\n%s", err, out)
+	}
+	if strings.Count(string(out), "ICMP echo request") != 3 || strings.Count(string(out), "ICMP echo reply") != 3 {
+		t.Errorf("tcpdump -r:\n%s", out)
+	}
+
+	// The drop watch.
+	dresp, err := ls.client.Stream(ctx, "/v1/drops?count=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dresp.Body.Close()
+	if _, err := ls.client.Stream(ctx, "/v1/drops"); !errors.As(err, &refused) || refused.Status != http.StatusConflict {
+		t.Errorf("second drop watch: %v", err)
+	}
+	before := ls.sw.Stats().Ports[0].Drops
+	good := []byte{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 1, 1, 198, 18, 2, 1, 0, 1, 0, 2, 0, 8, 0, 0}
+	injected := [][]byte{
+		good[:24],                         // truncated
+		append([]byte{0x65}, good[1:]...), // IP version 6 in an IPv4 header
+		append([]byte{0x45, 0, 0, 200}, good[4:]...),                                  // total length past the end
+		append(append([]byte{}, good[:16]...), 198, 20, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0), // no route
+	}
+	injectRaw(t, ls.ns[0], "ct0", injected)
+	dec := json.NewDecoder(dresp.Body)
+	var seen []string
+	for len(seen) < len(injected) {
+		var ev DropEvent
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("after %v: %v", seen, err)
+		}
+		if ev.Type == "drop" {
+			if ev.Port != "ct0" || ev.Summary == "" {
+				t.Errorf("drop event %+v", ev)
+			}
+			seen = append(seen, ev.Reason)
+		}
+	}
+	var counted []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(counted) < len(injected) && time.Now().Before(deadline) {
+		counted = counted[:0]
+		after := ls.sw.Stats().Ports[0].Drops
+		for r := range after {
+			for range after[r] - before[r] {
+				counted = append(counted, drop.Reason(r).String())
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	slices.Sort(seen)
+	slices.Sort(counted)
+	if !slices.Equal(seen, counted) || !slices.Contains(seen, "NO_ROUTE") {
+		t.Errorf("watch saw %v, counters say %v", seen, counted)
+	}
+}
+
+// injectRaw writes each packet, as it is, into the guest's TUN device
+// through a packet socket, as a guest with CAP_NET_RAW could.
+func injectRaw(t *testing.T, ns *netnstest.NS, dev string, pkts [][]byte) {
+	t.Helper()
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		to := &unix.SockaddrLinklayer{Ifindex: ifi.Index, Protocol: 0x0008} // ETH_P_IP, network order
+		for _, p := range pkts {
+			if err := unix.Sendto(fd, p, 0, to); err != nil {
+				return fmt.Errorf("send %x: %w", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

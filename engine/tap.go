@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"fmt"
+
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+)
+
+// A Tap sees every packet a port receives and transmits while it is
+// attached (SetTap), on the worker's goroutine: a received burst before
+// the programs run, a transmitted one before the port gets it, so a GSO
+// packet is seen whole, as tcpdump on the device would show it. Tapped
+// must copy what it keeps and must not block: a capture that cannot keep
+// up loses its copies, never the packets.
+type Tap interface {
+	Tapped(worker, port int, tx bool, b *buffer.Buf)
+}
+
+// A DropMonitor sees every packet the engine's buffers are dropped with
+// (SetDropMonitor), with its reason, on the worker's goroutine before
+// the buffer is freed: drops by verdict, by a port's queues (a malformed
+// device header, a full ring) and by consumers. port is the port the
+// packet arrived on or was going to, or -1 if the drop belongs to no
+// port. Dropped must copy what it keeps and must not block.
+type DropMonitor interface {
+	Dropped(worker, port int, r drop.Reason, b *buffer.Buf)
+}
+
+// Boxes for atomic pointers to interfaces.
+type (
+	tapRef     struct{ Tap }
+	monitorRef struct{ DropMonitor }
+)
+
+// SetTap attaches t to the port with the given index, replacing any tap
+// it had; nil detaches. Workers see the change at their next burst. A
+// detached tap may still be called by a burst in progress: wait for a
+// round (Stats changing) before freeing what it uses.
+func (e *Engine) SetTap(portIndex int, t Tap) error {
+	if portIndex < 0 || portIndex >= len(e.ports) {
+		return fmt.Errorf("engine: no port %d", portIndex)
+	}
+	var ref *tapRef
+	if t != nil {
+		ref = &tapRef{t}
+	}
+	e.ports[portIndex].tap.Store(ref)
+	return nil
+}
+
+// SetDropMonitor attaches m, replacing any monitor; nil detaches. With no
+// monitor a drop costs one atomic load more than without this feature.
+func (e *Engine) SetDropMonitor(m DropMonitor) {
+	var ref *monitorRef
+	if m != nil {
+		ref = &monitorRef{m}
+	}
+	e.monitor.Store(ref)
+}
+
+// dropped is every worker cache's drop hook.
+func (w *worker) dropped(b *buffer.Buf, r drop.Reason) {
+	if m := w.e.monitor.Load(); m != nil {
+		m.Dropped(w.index, w.curPort, r, b)
+	}
+}
+
+// tapBurst shows a burst to the port's tap, if it has one.
+func (w *worker) tapBurst(p *portState, tx bool, bufs []*buffer.Buf) {
+	if t := p.tap.Load(); t != nil {
+		for _, b := range bufs {
+			t.Tapped(w.index, p.index, tx, b)
+		}
+	}
+}
