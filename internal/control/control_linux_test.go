@@ -380,7 +380,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	}
 
 	// The drop watch.
-	dresp, err := ls.client.Stream(ctx, "/v1/drops?count=4")
+	dresp, err := ls.client.Stream(ctx, "/v1/drops?count=5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +395,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 		append([]byte{0x65}, good[1:]...), // IP version 6 in an IPv4 header
 		append([]byte{0x45, 0, 0, 200}, good[4:]...),                                  // total length past the end
 		append(append([]byte{}, good[:16]...), 198, 20, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0), // no route
+		append(append(append([]byte{}, good[:12]...), 198, 18, 2, 1), good[16:]...),   // ct1's source: spoofed
 	}
 	injectRaw(t, ls.ns[0], "ct0", injected)
 	dec := json.NewDecoder(dresp.Body)
@@ -425,7 +426,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	}
 	slices.Sort(seen)
 	slices.Sort(counted)
-	if !slices.Equal(seen, counted) || !slices.Contains(seen, "NO_ROUTE") {
+	if !slices.Equal(seen, counted) || !slices.Contains(seen, "NO_ROUTE") || !slices.Contains(seen, "IP_RPFILTER") {
 		t.Errorf("watch saw %v, counters say %v", seen, counted)
 	}
 }
