@@ -113,8 +113,9 @@ func TestSwitchRandomSourceFlood(t *testing.T) {
 	gs := newGuests(t, 3)
 	flooder, a, b := gs[0], gs[1], gs[2]
 	sw, stop := startSwitchConfig(t, gs, Config{Workers: 1}, "allow=any")
-	// Until the table is full, at most 2 million packets or 10 s.
-	const most, duration = 2_000_000, 10 * time.Second
+	// Until the table is full (a few seconds; longer under the race
+	// detector), at most 10 million packets or 60 s.
+	const most, duration = 10_000_000, 60 * time.Second
 	sent := 0
 	if err := flooder.ns.Do(func() error {
 		ifi, err := net.InterfaceByName(flooder.dev)
