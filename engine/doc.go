@@ -20,7 +20,8 @@
 // between. A round dispatches every packet it received before it polls
 // the next queue, so what a port holds of the pool is one batch plus
 // what its packets wait in bounded places: egress rings (a TUN write is
-// synchronous and holds nothing) and local consumers' receive rings.
+// synchronous and holds nothing) and local consumers, which bound what
+// they hold (package endpoint's per-endpoint quota).
 //
 // A program that panics loses its batch: every packet of it is dropped
 // with drop.Prog and the worker keeps running. A port whose queue returns

@@ -255,3 +255,15 @@ func TestConfigTextRoundTrips(t *testing.T) {
 		t.Errorf("read back: %v\n%s", err, again.Text())
 	}
 }
+
+// Port security options survive the running configuration's text.
+func TestConfigTextKeepsPortSecurity(t *testing.T) {
+	text := "port tun:a,allow=198.18.1.0/24+2001:db8:1::/64,dhcp-server=on\nport tun:b,allow=any\nport tap:c,mac=02:00:00:00:00:01\n"
+	cfg, err := ParseConfig("a.conf", strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Text(); got != text {
+		t.Errorf("Text:\n%s\nwant:\n%s", got, text)
+	}
+}
