@@ -26,6 +26,7 @@ const (
 	QueuePurge                   // purged from a queue at shutdown
 	SocketRcvBuff                // a local consumer's receive ring is full
 	IPTTL                        // the IP TTL or hop limit expired
+	IPCsum                       // the IPv4 header checksum is wrong
 	// IPRPFilter: the source address is not allowed on the ingress port
 	// (strict reverse-path filtering, the kernel's rp_filter=1).
 	IPRPFilter
@@ -64,6 +65,7 @@ var reasonNames = [NumReasons]string{
 	QueuePurge:     "QUEUE_PURGE",
 	SocketRcvBuff:  "SOCKET_RCVBUFF",
 	IPTTL:          "IP_TTL",
+	IPCsum:         "IP_CSUM",
 	IPRPFilter:     "IP_RPFILTER",
 	MACSpoof:       "MAC_SPOOF",
 	ARPSpoof:       "ARP_SPOOF",

@@ -25,6 +25,8 @@
 //
 // A program that panics loses its batch: every packet of it is dropped
 // with drop.Prog and the worker keeps running. A port whose queue returns
-// an error is marked down and no longer polled or sent to; the rest of the
-// engine keeps forwarding.
+// an error is marked down for good and no longer polled or sent to; the
+// rest of the engine keeps forwarding. Passing states, such as a TUN
+// device set down, are the port's to absorb (package tun drops toward it
+// as drop.DevReady without an error).
 package engine

@@ -78,6 +78,9 @@ type L3Config struct {
 // the frames without rewriting their MAC addresses, and drops anything
 // else (ARP) with drop.UnhandledProto.
 //
+// IPv4 packets with a wrong header checksum are dropped with drop.IPCsum,
+// as the kernel's ip_rcv does, whatever the destination.
+//
 // Multicast and broadcast destinations are flooded, and their TTL is never
 // decremented: they are link-local here (NDP requires hop limit 255 on
 // receipt, IGMP is sent with TTL 1), not routed.
@@ -199,6 +202,16 @@ func (f *L3Forwarder) Run(b *Batch) {
 		}
 		if h.Proto != packet.EtherTypeIPv4 && h.Proto != packet.EtherTypeIPv6 {
 			b.Verdicts[i] = DropVerdict(drop.UnhandledProto)
+			continue
+		}
+		// A router must not forward what ip_rcv would refuse: no device
+		// verifies the IPv4 header checksum for us (TUN and TAP never
+		// do, virtio's DATA_VALID covers L4 only), and DecrementTTL's
+		// incremental update would carry the error into a checksum the
+		// receiver cannot tell from ours. Checked before learning, so a
+		// corrupted source address is never learned.
+		if h.Proto == packet.EtherTypeIPv4 && !packet.IPv4HeaderChecksumOK(b.Bufs[i].Bytes()[h.L3Off:]) {
+			b.Verdicts[i] = DropVerdict(drop.IPCsum)
 			continue
 		}
 		if learn && h.SrcIP != settled {

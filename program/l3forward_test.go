@@ -255,6 +255,34 @@ func TestL3DecrementTTL(t *testing.T) {
 	}
 }
 
+// A bad IPv4 header checksum is dropped with IP_CSUM, before the TTL is
+// touched and before its source is learned; IPv6 has no header checksum.
+func TestL3BadIPv4HeaderChecksum(t *testing.T) {
+	e := newPktEnv(t)
+	for _, ttl := range []bool{false, true} {
+		f := newForwarder(t, L3Config{DecrementTTL: ttl, Routes: []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}}})
+		bad := bytesOf(udp("10.1.0.1", "10.2.0.1"))
+		bad[10] ^= 0x01
+		badLow := bytesOf(udp("10.1.0.3", "10.2.0.1"))
+		badLow[11] ^= 0x80
+		b := e.batch(packet.L3, 1, 0, raw(bad), udp("10.1.0.2", "10.2.0.1"), raw(badLow))
+		f.Run(b)
+		wantVerdicts(t, b, DropVerdict(drop.IPCsum), RedirectVerdict(2), DropVerdict(drop.IPCsum))
+		wantLearned(t, f, map[string]int{"10.1.0.2": 1})
+		if got := b.Bufs[0].Bytes()[8]; got != 64 {
+			t.Errorf("DecrementTTL %v: dropped packet's TTL changed to %d", ttl, got)
+		}
+	}
+	// The same on an L2 port: the checksum is found past the Ethernet
+	// header.
+	f := newForwarder(t, L3Config{Routes: []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}}})
+	frame := bytesOf(ether(mac(1), mac(2), packet.EtherTypeIPv4, udp("10.1.0.1", "10.2.0.1")))
+	frame[packet.EthernetHeaderLen+10] ^= 0x10
+	b := e.batch(packet.L2, 1, 0, raw(frame), ether(mac(1), mac(2), packet.EtherTypeIPv4, udp("10.1.0.1", "10.2.0.1")))
+	f.Run(b)
+	wantVerdicts(t, b, DropVerdict(drop.IPCsum), RedirectVerdict(2))
+}
+
 // A host moves to another port only after the move hold time; moves
 // within it are refused, counted and logged once per address.
 func TestL3HostMoves(t *testing.T) {

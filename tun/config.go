@@ -1,7 +1,9 @@
 package tun
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"softnet.dev/internal/knob"
@@ -35,6 +37,15 @@ type Config struct {
 	// Offload and applies to the GSO kinds the kernel accepted (TSO4,
 	// TSO6, USO4, USO6), with checksum offload.
 	GRO bool
+	// KeepGSO makes Queue.Read hand GSO packets over whole, each preceded
+	// by its virtio-net header, and Queue.Write take packets with their
+	// header, instead of splitting them into segments and writing
+	// headerless packets. It needs Offload.
+	KeepGSO bool
+	// Log receives what happens to the device's link while it is open:
+	// down and up, MTU changes (and the frames the port then accepts),
+	// deletion. Nil discards it.
+	Log *slog.Logger
 
 	// singleGets (internal/knob.TUNSingleGets) takes each receive buffer
 	// with its own Cache.Get. By default a queue takes the buffers for a
@@ -73,6 +84,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("invalid namespace name %q", cfg.NetNS)
 	case cfg.GRO && !cfg.Offload:
 		return fail("GRO needs offload: without a vnet header the device cannot take GSO packets")
+	case cfg.KeepGSO && !cfg.Offload:
+		return fail("KeepGSO needs offload: without a vnet header there are no GSO packets")
 	}
 	return cfg, nil
 }
@@ -83,4 +96,31 @@ func (cfg Config) withDefaults() (Config, error) {
 func (cfg Config) Validate() error {
 	_, err := cfg.withDefaults()
 	return err
+}
+
+// FileConfig says how FromFiles runs a device over files opened
+// elsewhere. The device's name, kind, queues and vnet header come from
+// the files themselves.
+type FileConfig struct {
+	// MTU is the largest packet (after the Ethernet header on TAP) a
+	// file without a vnet header can deliver. 0 looks the device's MTU
+	// up in its namespace (TUNGETDEVNETNS), which needs CAP_NET_ADMIN
+	// there. Files with a vnet header take packets of up to MaxMTU and
+	// ignore it.
+	MTU int
+	// GRO and KeepGSO are Config's; they need files with a vnet header.
+	GRO     bool
+	KeepGSO bool
+}
+
+func (cfg FileConfig) check(vnetHdr bool) error {
+	switch {
+	case cfg.MTU != 0 && (cfg.MTU < MinMTU || cfg.MTU > MaxMTU):
+		return fmt.Errorf("MTU %d outside [%d, %d]", cfg.MTU, MinMTU, MaxMTU)
+	case cfg.GRO && !vnetHdr:
+		return errors.New("GRO needs a file opened with IFF_VNET_HDR")
+	case cfg.KeepGSO && !vnetHdr:
+		return errors.New("KeepGSO needs a file opened with IFF_VNET_HDR")
+	}
+	return nil
 }

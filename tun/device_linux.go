@@ -3,6 +3,8 @@ package tun
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,26 +25,39 @@ const goneTimeout = 2 * time.Second
 var errClosed = errors.New("device closed")
 
 // Device is an open TUN or TAP device: a port.Port with one receive and
-// one transmit queue per file descriptor. Each queue belongs to one worker
-// at a time; Info, Created and Stats may be called from anywhere.
+// one transmit queue per file descriptor, each also usable without an
+// engine through Queue. Each queue belongs to one worker at a time; Info,
+// Created and Stats may be called from anywhere.
 type Device struct {
 	info    port.Info
 	vnet    bool // packets carry a virtio-net header
 	bulk    bool // not Config.singleGets
 	gro     bool // Config.GRO
+	keepGSO bool // Config.KeepGSO
 	created bool
-	nl      *netlink.Handle // bound to the device's namespace; nil once closed
+	nl      *netlink.Handle // Open's, bound to the device's namespace; nil for FromFiles and once closed
 	fds     []int
+	files   []*os.File // FromFiles': closed instead of fds
+	wake    int        // eventfd that Close makes readable to end blocked Queue reads
 	rx      []rxQueue
 	tx      []txQueue
+	queues  []Queue
 	ctrs    []*counters
 
 	// How Open found an existing device, to leave it so.
 	setUp   bool // it was down and Open set it up
 	origMTU int  // Open changed its MTU from this; 0 if not
 
+	link    linkStatus
+	watch   *linkWatch
+	ifindex int
+
 	closed  atomic.Bool
 	closeMu sync.Mutex
+	done    bool // Close ran; under closeMu
+	// ioMu is held shared by every Queue call and exclusively by Close,
+	// so that no call uses a file number Close has released.
+	ioMu sync.RWMutex
 }
 
 var _ port.Port = (*Device)(nil)
@@ -54,12 +69,24 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{vnet: cfg.Offload, bulk: !cfg.singleGets, gro: cfg.GRO}
-	if err := netns.Do(cfg.NetNS, func() error { return d.open(cfg) }); err != nil {
+	d := &Device{vnet: cfg.Offload, bulk: !cfg.singleGets, gro: cfg.GRO, keepGSO: cfg.KeepGSO, wake: -1}
+	err = netns.Do(cfg.NetNS, func() error { return d.open(cfg) })
+	if err == nil {
+		err = d.start()
+	}
+	if err != nil {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
 	}
-	d.makeQueues()
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l2 := 0
+	if cfg.TAP {
+		l2 = packet.EthernetHeaderLen
+	}
+	d.watch.start(d, d.ifindex, l2, log)
 	return d, nil
 }
 
@@ -71,6 +98,11 @@ func (d *Device) open(cfg Config) error {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	d.nl = nl
+	// Subscribed before anything is looked at, so that no change is
+	// missed between the look and the subscription.
+	if d.watch, err = newLinkWatch(); err != nil {
+		return err
+	}
 	before, err := lookup(nl, cfg.Name)
 	switch {
 	case err != nil:
@@ -103,26 +135,15 @@ func (d *Device) open(cfg Config) error {
 		}
 		d.fds = append(d.fds, fd)
 	}
-	// Offloads are the device's, not a queue's: one file sets them.
-	if cfg.Offload {
-		if err := setVnetHdrSize(d.fds[0]); err != nil {
-			return fmt.Errorf("set vnet header size: %w", err)
-		}
-		if d.info.Offloads, err = setOffload(d.fds[0]); err != nil {
-			return fmt.Errorf("set offload: %w", err)
-		}
-	} else if !d.created {
-		// Without a header there is no way to tell us a packet still needs
-		// segmenting: whatever an earlier user enabled must go.
-		if err := clearOffload(d.fds[0]); err != nil {
-			return fmt.Errorf("clear offload: %w", err)
-		}
+	if err := d.setOffloads(!d.created); err != nil {
+		return err
 	}
 
 	link, err := nl.LinkByName(cfg.Name)
 	if err != nil {
 		return fmt.Errorf("look up after attach: %w", err)
 	}
+	d.ifindex = link.Attrs().Index
 	mtu := link.Attrs().MTU
 	if cfg.MTU != 0 && cfg.MTU != mtu {
 		if err := nl.LinkSetMTU(link, cfg.MTU); err != nil {
@@ -147,6 +168,55 @@ func (d *Device) open(cfg Config) error {
 	return nil
 }
 
+// setOffloads gives a device with a vnet header every offload vnet
+// handles. Without a header there is no way to tell us a packet still
+// needs segmenting: with clear, whatever an earlier user enabled goes.
+// Offloads are the device's, not a queue's: one file sets them.
+func (d *Device) setOffloads(clear bool) error {
+	fd := d.fds[0]
+	if !d.vnet {
+		if clear {
+			if err := clearOffload(fd); err != nil {
+				return fmt.Errorf("clear offload: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := setVnetHdrSize(fd); err != nil {
+		return fmt.Errorf("set vnet header size: %w", err)
+	}
+	var err error
+	if d.info.Offloads, err = setOffload(fd); err != nil {
+		return fmt.Errorf("set offload: %w", err)
+	}
+	return nil
+}
+
+// start makes the queues over d.fds, whatever opened them: Open and
+// FromFiles differ only in how they get the files and the device's
+// state.
+func (d *Device) start() error {
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	d.wake = wake
+	// The queues read the max frame from here; a link watch, if the
+	// device has one, keeps it current.
+	d.link.maxFrame.Store(int32(d.info.MaxFrame))
+	n := len(d.fds)
+	d.rx = make([]rxQueue, n)
+	d.tx = make([]txQueue, n)
+	d.queues = make([]Queue, n)
+	for i, fd := range d.fds {
+		d.rx[i].init(d, fd)
+		d.tx[i].init(d, fd)
+		d.queues[i].init(d, &d.rx[i], &d.tx[i])
+		d.ctrs = append(d.ctrs, &d.rx[i].ctr, &d.tx[i].ctr)
+	}
+	return nil
+}
+
 // undo reverts a failed open. The netlink handle works from any thread:
 // its socket stays in the device's namespace.
 func (d *Device) undo() {
@@ -154,6 +224,14 @@ func (d *Device) undo() {
 		unix.Close(fd)
 	}
 	d.fds = nil
+	if d.wake >= 0 {
+		unix.Close(d.wake)
+		d.wake = -1
+	}
+	if d.watch != nil {
+		d.watch.stop()
+		d.watch = nil
+	}
 	if d.nl == nil {
 		return
 	}
@@ -190,22 +268,17 @@ func (d *Device) restore() error {
 	return errors.Join(errs...)
 }
 
-func (d *Device) makeQueues() {
-	n := len(d.fds)
-	d.rx = make([]rxQueue, n)
-	d.tx = make([]txQueue, n)
-	for i, fd := range d.fds {
-		d.rx[i].init(d, fd)
-		d.tx[i].init(d, fd)
-		d.ctrs = append(d.ctrs, &d.rx[i].ctr, &d.tx[i].ctr)
-	}
+// Info describes the port. Offloads are those the kernel accepted;
+// MaxFrame follows the device's MTU if it has no vnet header.
+func (d *Device) Info() port.Info {
+	info := d.info
+	info.MaxFrame = int(d.link.maxFrame.Load())
+	return info
 }
 
-// Info describes the port. Offloads are those the kernel accepted.
-func (d *Device) Info() port.Info { return d.info }
-
 // Created reports whether Open created the device (and Close removes it)
-// rather than attaching to an existing one.
+// rather than attaching to an existing one or running over files
+// (FromFiles).
 func (d *Device) Created() bool { return d.created }
 
 // Stats returns the device's counters, summed over its queues.
@@ -227,37 +300,68 @@ func (d *Device) TxQueue(i int) port.TxQueue {
 	return &d.tx[i]
 }
 
+// Queue returns queue i for callers that do not run an engine, or nil
+// if there is no such queue.
+func (d *Device) Queue(i int) *Queue {
+	if i < 0 || i >= len(d.queues) {
+		return nil
+	}
+	return &d.queues[i]
+}
+
 // Close closes every queue's file. A device Open created is removed by
-// that, which Close verifies; an existing one is left as Open found it.
-// The queues' workers must have stopped. No buffers are held between
-// calls, so c is not used (it may be nil). Close is idempotent.
+// that, which Close verifies; an existing one is left as Open found it;
+// the files of FromFiles are closed and nothing else is done. Queue calls
+// blocked in Read or Receive return an error matching port.ErrDown, and
+// Close waits for Queue calls in progress; the queues' engine workers
+// must have stopped. No buffers are held between calls, so c is not used
+// (it may be nil). Close is idempotent.
 func (d *Device) Close(c *buffer.Cache) error {
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
-	if d.nl == nil {
+	if d.done {
 		return nil
 	}
+	d.done = true
 	d.closed.Store(true)
+	d.watch.stop()
 	var errs []error
+	// The eventfd stays readable: every blocked poll and any that starts
+	// before the lock below returns.
+	if _, err := unix.Write(d.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+		errs = append(errs, fmt.Errorf("wake readers: %w", err))
+	}
+	d.ioMu.Lock()
+	defer d.ioMu.Unlock()
 	for i, fd := range d.fds {
-		if err := unix.Close(fd); err != nil {
+		var err error
+		if d.files != nil {
+			err = d.files[i].Close()
+		} else {
+			err = unix.Close(fd)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("close queue %d: %w", i, err))
 		}
 	}
-	d.fds = nil
-	if d.created {
-		gone, err := waitGone(d.nl, d.info.Name, goneTimeout)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("check removal: %w", err))
-		case !gone:
-			errs = append(errs, fmt.Errorf("still exists %v after its last queue closed", goneTimeout))
+	d.fds, d.files = nil, nil
+	unix.Close(d.wake)
+	d.wake = -1
+	if d.nl != nil {
+		if d.created {
+			gone, err := waitGone(d.nl, d.info.Name, goneTimeout)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("check removal: %w", err))
+			case !gone:
+				errs = append(errs, fmt.Errorf("still exists %v after its last queue closed", goneTimeout))
+			}
+		} else if err := d.restore(); err != nil {
+			errs = append(errs, err)
 		}
-	} else if err := d.restore(); err != nil {
-		errs = append(errs, err)
+		d.nl.Close()
+		d.nl = nil
 	}
-	d.nl.Close()
-	d.nl = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tun %s: close: %w", d.info.Name, err)
 	}

@@ -27,12 +27,16 @@ type rxQueue struct {
 	// The class Receive takes buffers of, for the pool it was computed
 	// for: a queue is polled through one worker's cache, whose pool does
 	// not change, but checking costs one compare.
-	pool  *buffer.Pool
-	class buffer.Class
-	bulk  bool
-	spare []*buffer.Buf // the burst's buffers, unless Config.singleGets
-	ctr   counters
-	_     [cacheline.Size]byte
+	pool     *buffer.Pool
+	maxFrame int32 // the device's max frame the class was picked for
+	class    buffer.Class
+	bulk     bool
+	spare    []*buffer.Buf // the burst's buffers, unless Config.singleGets
+	// starved says the last Receive stopped for want of a buffer, for
+	// Queue.Receive, which must not wait for a file that is readable.
+	starved bool
+	ctr     counters
+	_       [cacheline.Size]byte
 }
 
 var _ port.RxQueue = (*rxQueue)(nil)
@@ -47,11 +51,12 @@ func (q *rxQueue) init(d *Device, fd int) {
 }
 
 // setPool picks the smallest class that holds the largest packet the
-// device can hand over (the header goes into the headroom). If no class
-// does, the largest is used and longer packets are dropped as PktTooBig.
-func (q *rxQueue) setPool(p *buffer.Pool) {
-	q.pool = p
-	if c, ok := p.ClassFor(q.dev.info.MaxFrame); ok {
+// device can hand over now (the header goes into the headroom). If no
+// class does, the largest is used and longer packets are dropped as
+// PktTooBig.
+func (q *rxQueue) setPool(p *buffer.Pool, maxFrame int32) {
+	q.pool, q.maxFrame = p, maxFrame
+	if c, ok := p.ClassFor(int(maxFrame)); ok {
 		q.class = c
 	} else {
 		q.class = buffer.Class(p.NumClasses() - 1)
@@ -60,14 +65,20 @@ func (q *rxQueue) setPool(p *buffer.Pool) {
 
 // Receive reads up to len(bufs) packets, without blocking.
 func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
-	if q.dev.closed.Load() {
+	switch {
+	case q.dev.closed.Load():
 		return 0, q.downError(errClosed)
+	case q.dev.link.gone.Load():
+		return 0, q.downError(errGone)
 	}
-	if p := c.Pool(); p != q.pool {
-		q.setPool(p)
+	// A link that is down is read all the same: nothing arrives, and a
+	// file that epoll reports readable must be read or the worker spins.
+	if p, mf := c.Pool(), q.dev.link.maxFrame.Load(); p != q.pool || mf != q.maxFrame {
+		q.setPool(p, mf)
 	}
 	n := 0
 	var err error
+	q.starved = false
 	spare := q.spare[:0] // taken in bulk, not used yet
 	for n < len(bufs) {
 		var b *buffer.Buf
@@ -79,6 +90,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 				// The packet stays queued in the kernel, which drops for
 				// us if its queue overflows meanwhile.
 				q.ctr.rxDrop(drop.NoMem)
+				q.starved = true
 				break
 			}
 		}
@@ -125,28 +137,16 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 // accept sets b's data window to the m bytes read at off, of room
 // bytes, and validates and marks a packet with a vnet header.
 func (q *rxQueue) accept(b *buffer.Buf, off, m, room int) (bool, drop.Reason) {
-	if m > room {
-		// The kernel copies what fits and reports the whole length.
-		return false, drop.PktTooBig
-	}
-	if !q.vnet {
-		if m == 0 || !b.SetData(off, m) {
-			return false, drop.PktTooSmall
-		}
-		return true, drop.NotSpecified
-	}
-	if m < vnet.HeaderLen {
-		return false, drop.DevHdr
-	}
-	h, ok := vnet.Decode(b.Frame()[off : off+vnet.HeaderLen])
-	if !ok || !b.SetData(off+vnet.HeaderLen, m-vnet.HeaderLen) {
-		return false, drop.DevHdr
-	}
-	if m == vnet.HeaderLen {
-		return false, drop.PktTooSmall
-	}
-	if ok, reason := vnet.Check(h, b.Bytes(), q.layer); !ok {
+	h, ok, reason := checkRead(b.Frame()[off:off+min(m, room)], m, room, q.vnet, q.layer)
+	if !ok {
 		return false, reason
+	}
+	hl := 0
+	if q.vnet {
+		hl = vnet.HeaderLen
+	}
+	if !b.SetData(off+hl, m-hl) {
+		return false, drop.DevHdr
 	}
 	if h.IsGSO() || h.NeedsCsum() {
 		b.SetFlags(FlagVnetHdr)
@@ -155,6 +155,31 @@ func (q *rxQueue) accept(b *buffer.Buf, off, m, room int) (bool, drop.Reason) {
 		}
 	}
 	return true, drop.NotSpecified
+}
+
+// checkRead validates what a read returned: m bytes, into a buffer of
+// room bytes whose first min(m, room) are p, starting with the vnet
+// header if the device has one. It returns the header (zero without
+// one).
+func checkRead(p []byte, m, room int, vnetHdr bool, layer packet.Layer) (vnet.Header, bool, drop.Reason) {
+	switch {
+	case m > room:
+		// The kernel copies what fits and reports the whole length.
+		return vnet.Header{}, false, drop.PktTooBig
+	case !vnetHdr && m == 0:
+		return vnet.Header{}, false, drop.PktTooSmall
+	case !vnetHdr:
+		return vnet.Header{}, true, drop.NotSpecified
+	case m < vnet.HeaderLen:
+		return vnet.Header{}, false, drop.DevHdr
+	case m == vnet.HeaderLen:
+		return vnet.Header{}, false, drop.PktTooSmall
+	}
+	h, _ := vnet.Decode(p)
+	if ok, reason := vnet.Check(h, p[vnet.HeaderLen:], layer); !ok {
+		return h, false, reason
+	}
+	return h, true, drop.NotSpecified
 }
 
 func (q *rxQueue) downError(err error) error {

@@ -23,11 +23,14 @@ type Stats struct {
 	RxDrops drop.Counts `json:"rx_drops"`
 	TxDrops drop.Counts `json:"tx_drops"`
 
-	GSOIn        uint64 `json:"gso_in"`        // GSO packets received whole, marked FlagVnetHdr
-	GSOOut       uint64 `json:"gso_out"`       // GSO packets written whole, for the kernel to segment
-	Segmented    uint64 `json:"segmented"`     // GSO packets segmented in software
-	Segments     uint64 `json:"segments"`      // segments of those written
-	CsumFinished uint64 `json:"csum_finished"` // checksums finished in software
+	GSOIn  uint64 `json:"gso_in"`  // GSO packets received whole, marked FlagVnetHdr
+	GSOOut uint64 `json:"gso_out"` // GSO packets written whole, for the kernel to segment
+	// Segmented counts the GSO packets segmented in software, on
+	// transmit and by Queue.Read; Segments the segments written or
+	// handed over; CsumFinished the checksums finished in software.
+	Segmented    uint64 `json:"segmented"`
+	Segments     uint64 `json:"segments"`
+	CsumFinished uint64 `json:"csum_finished"`
 
 	// Coalesced counts the GSO packets GRO built and wrote (each also
 	// counts once in TxPackets); CoalescedSegs the packets they carried.

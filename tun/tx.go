@@ -15,14 +15,6 @@ import (
 	"softnet.dev/vnet"
 )
 
-// Segment scratch space: enough for any USO packet (the kernel's
-// UDP_MAX_SEGMENTS) and TSO at common MSS values, preallocated; a packet
-// with more segments grows it once, up to maxSegments.
-const (
-	initSegments = 128
-	maxSegments  = 1024
-)
-
 // txQueue writes to one queue's file. Only its worker touches it.
 type txQueue struct {
 	_        [cacheline.Size]byte
@@ -61,7 +53,9 @@ func (q *txQueue) init(d *Device, fd int) {
 	}
 	q.iov[0].Base = &q.zero[0]
 	q.iov[0].SetLen(len(q.zero))
-	q.segs = make([]*buffer.Buf, initSegments)
+	// Segment scratch space for the most segments vnet.Segment makes of
+	// one packet: a packet that would make more is dropped as GSO_SEG.
+	q.segs = make([]*buffer.Buf, vnet.MaxSegments)
 	q.ctr = newCounters()
 	if kinds := groKinds(q.offloads); d.gro && kinds != 0 {
 		q.gro = &groState{plan: vnet.NewCoalescer(q.layer, kinds, q.maxFrame)}
@@ -88,15 +82,23 @@ func groKinds(o port.Offloads) vnet.GROKinds {
 }
 
 // Transmit writes every packet of bufs and frees it into c, or drops it
-// with a reason. If the device is gone it drops the rest of the burst
-// with drop.DevReady and returns an error matching port.ErrDown.
+// with a reason. While the link is down it drops them all with
+// drop.DevReady, without a system call; if the device is gone it does the
+// same and returns an error matching port.ErrDown.
 func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	sent := 0
 	var err error
-	if q.dev.closed.Load() {
+	down := false
+	switch {
+	case q.dev.closed.Load():
 		err = errClosed
+	case q.dev.link.gone.Load():
+		err = errGone
+	case q.dev.link.down.Load():
+		down = true
 	}
-	coalesce := q.gro != nil && len(bufs) > 1 && err == nil
+	q.maxFrame = int(q.dev.link.maxFrame.Load())
+	coalesce := q.gro != nil && len(bufs) > 1 && err == nil && !down
 	if coalesce {
 		q.planGRO(bufs)
 	}
@@ -107,7 +109,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 				continue // sent or dropped with the packet that leads its run
 			}
 		}
-		if err != nil {
+		if err != nil || down {
 			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
 			continue
 		}
@@ -117,9 +119,17 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		} else {
 			ok, err = q.send(c, b)
 		}
+		if err == unix.EIO {
+			// Set down before the link watch has told us: the rest of
+			// the burst goes as if it had.
+			down, err = true, nil
+		}
 		if ok {
 			sent += n
 		}
+	}
+	if coalesce {
+		clear(q.gro.pkts) // they point into the buffers, which are gone
 	}
 	q.ctr.publish()
 	if err != nil {
@@ -140,33 +150,15 @@ func (q *txQueue) planGRO(bufs []*buffer.Buf) {
 		g.pkts, g.hdrs = append(g.pkts, b.Bytes()), append(g.hdrs, h)
 	}
 	g.plan.Plan(g.pkts, g.hdrs)
-	clear(g.pkts) // they point into the buffers, which are about to go
 }
 
-// sendRun writes the GSO packet GRO planned for the run led by bufs[i],
-// with one writev of its headers and every packet's payload, and frees
-// the run's buffers. It reports whether it was sent, and returns an error
-// only if the device is gone.
+// sendRun writes the GSO packet GRO planned for the run led by bufs[i]
+// and frees the run's buffers. It reports whether it was sent, and
+// returns an error only if the device is gone or down (the errno).
 func (q *txQueue) sendRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (bool, error) {
-	g := q.gro
-	hdr := g.plan.GROHeaders(i, bufs[i].Bytes(), g.hdr[:])
-	iov := g.iov[:1]
-	iov[0].Base = &hdr[0]
-	iov[0].SetLen(len(hdr))
-	size := len(hdr) - vnet.HeaderLen
-	for j := i; j >= 0; j = g.plan.GRONext(j) {
-		p := g.plan.GROPayload(j, bufs[j].Bytes())
-		iov = append(iov, unix.Iovec{Base: &p[0]})
-		iov[len(iov)-1].SetLen(len(p))
-		size += len(p)
-	}
-	n := len(iov) - 1
-	res := q.writev(iov, size)
-	clear(iov) // the iovecs point into the buffers, which are about to go
+	n, res := q.writeRun(i)
 	if res.ok() {
-		q.ctr.n[cCoalesced]++
-		q.ctr.n[cCoalescedSegs] += uint64(n)
-		for j := i; j >= 0; j = g.plan.GRONext(j) {
+		for j := i; j >= 0; j = q.gro.plan.GRONext(j) {
 			c.Consume(bufs[j])
 		}
 		return true, nil
@@ -176,6 +168,95 @@ func (q *txQueue) sendRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (bool, err
 		return false, res.down
 	}
 	return false, nil
+}
+
+// writeRun writes the GSO packet GRO planned for the run led by packet
+// i of the planned burst (gro.pkts), with one writev of its headers and
+// every packet's payload, and returns the number of packets it carried.
+func (q *txQueue) writeRun(i int) (int, result) {
+	g := q.gro
+	hdr := g.plan.GROHeaders(i, g.pkts[i], g.hdr[:])
+	iov := g.iov[:1]
+	iov[0].Base = &hdr[0]
+	iov[0].SetLen(len(hdr))
+	size := len(hdr) - vnet.HeaderLen
+	for j := i; j >= 0; j = g.plan.GRONext(j) {
+		p := g.plan.GROPayload(j, g.pkts[j])
+		iov = append(iov, unix.Iovec{Base: &p[0]})
+		iov[len(iov)-1].SetLen(len(p))
+		size += len(p)
+	}
+	n := len(iov) - 1
+	res := q.writev(iov, size)
+	clear(iov) // the iovecs point into the packets, which are about to go
+	if res.ok() {
+		q.ctr.n[cCoalesced]++
+		q.ctr.n[cCoalescedSegs] += uint64(n)
+	}
+	return n, res
+}
+
+// writeBytes is Queue.Write: it writes the packets bufs[i][offset:],
+// coalesced with GRO, each preceded by its own vnet header at
+// bufs[i][offset-vnet.HeaderLen:offset] if keep, and returns the number
+// written. A packet that fails is counted as a drop; the error says the
+// device is gone, and the rest of the burst is dropped.
+func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) {
+	coalesce := q.gro != nil && len(bufs) > 1
+	if coalesce {
+		g := q.gro
+		g.pkts, g.hdrs = g.pkts[:0], g.hdrs[:0]
+		for _, b := range bufs {
+			var h vnet.Header
+			if keep {
+				h, _ = vnet.Decode(b[offset-vnet.HeaderLen:])
+			}
+			g.pkts, g.hdrs = append(g.pkts, b[offset:]), append(g.hdrs, h)
+		}
+		g.plan.Plan(g.pkts, g.hdrs)
+	}
+	sent := 0
+	var err error
+	for i, b := range bufs {
+		n := 1
+		if coalesce {
+			if n = q.gro.plan.GROCount(i); n == 0 {
+				continue // written or dropped with the packet that leads its run
+			}
+		}
+		var res result
+		switch {
+		case err != nil:
+			res = failed(drop.DevReady)
+		case n > 1:
+			n, res = q.writeRun(i)
+		case keep:
+			h, _ := vnet.Decode(b[offset-vnet.HeaderLen:])
+			if res = q.write(b[offset-vnet.HeaderLen:], hdrInline); res.ok() && h.IsGSO() {
+				q.ctr.n[cGSOOut]++
+			}
+		default:
+			res = q.write(b[offset:], q.hdr)
+		}
+		if res.ok() {
+			sent += n
+			continue
+		}
+		for range n {
+			q.ctr.txDrop(res.reason)
+		}
+		if res.down != 0 {
+			err = res.down
+		}
+	}
+	if coalesce {
+		clear(q.gro.pkts) // they point into the caller's memory
+	}
+	q.ctr.publish()
+	if err != nil {
+		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
+	}
+	return sent, nil
 }
 
 // dropRun drops bufs[i] with the reason, and with it the rest of the run
@@ -193,7 +274,7 @@ func (q *txQueue) dropRun(c *buffer.Cache, bufs []*buffer.Buf, i, n int, planned
 }
 
 // send transmits one packet and frees it. It reports whether it was sent,
-// and returns an error only if the device is gone.
+// and returns an error only if the device is gone or down (the errno).
 func (q *txQueue) send(c *buffer.Cache, b *buffer.Buf) (bool, error) {
 	if b.Flags()&FlagVnetHdr != 0 {
 		return q.sendMarked(c, b)
@@ -294,11 +375,8 @@ func ipVersion(pkt []byte, layer packet.Layer) int {
 func (q *txQueue) segment(c *buffer.Cache, b *buffer.Buf, h vnet.Header) (bool, error) {
 	pkt := b.Bytes()
 	n := vnet.SegmentCount(h, pkt, q.layer)
-	if n < 1 || n > maxSegments {
+	if n < 1 {
 		return q.done(c, b, failed(drop.GsoSeg))
-	}
-	if n > len(q.segs) {
-		q.segs = make([]*buffer.Buf, n)
 	}
 	segs := q.segs[:n]
 	got, reason := vnet.Segment(c, h, pkt, q.layer, segs)
@@ -356,7 +434,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, b *buffer.Buf, h vnet.Header) 
 type result struct {
 	reason drop.Reason
 	failed bool
-	down   unix.Errno // set if the device is gone or down
+	down   unix.Errno // set if the device is gone, or down (EIO)
 }
 
 func (r result) ok() bool { return !r.failed }
@@ -364,7 +442,7 @@ func (r result) ok() bool { return !r.failed }
 func failed(r drop.Reason) result { return result{reason: r, failed: true} }
 
 // done frees b as sent or dropped, as res says, and returns Transmit's
-// view: sent, and an error if the device is down.
+// view: sent, and the errno if the device is gone or down.
 func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, res result) (bool, error) {
 	if res.ok() {
 		c.Consume(b)
@@ -441,7 +519,7 @@ func (q *txQueue) syscall(trap uintptr, p unsafe.Pointer, arg, n int) result {
 		case unix.EAGAIN, unix.ENOBUFS:
 			return failed(drop.FullRing)
 		case unix.EIO, unix.EBADFD, unix.ENODEV, unix.ENXIO, unix.EBADF:
-			// EIO: the device is down; EBADFD: it was deleted.
+			// EIO: the device is down, for now; EBADFD: it was deleted.
 			return result{reason: drop.DevReady, failed: true, down: errno}
 		case unix.EINVAL:
 			// The kernel refused the vnet header, or a frame too short.

@@ -17,13 +17,21 @@ const (
 	tcpCWR = 0x80
 )
 
+// MaxSegments bounds the segments Segment makes of one packet, and so the
+// work one packet from a guest can cause: the kernel's UDP_MAX_SEGMENTS,
+// which Check already applies to USO, applied to TSO as well. A forged
+// header cannot turn a 64 KiB packet into a thousand segments (gso_size
+// 60), while real TSO stays within it: 64 KiB at IPv4's default MSS of
+// 536 is 123 segments.
+const MaxSegments = udpMaxSegments
+
 // SegmentCount returns the number of segments Segment would produce from
-// the GSO packet pkt, for sizing out: at least 1 for a packet Segment can
-// split, and 0 for one it would refuse (an invalid or non-GSO header, or
-// GSOUDP). It costs a Check.
+// the GSO packet pkt, for sizing out: 1 to MaxSegments for a packet
+// Segment can split, and 0 for one it would refuse (an invalid or non-GSO
+// header, GSOUDP, or more than MaxSegments segments). It costs a Check.
 func SegmentCount(h Header, pkt []byte, layer packet.Layer) int {
 	var g gsoPacket
-	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP {
+	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP || g.segments() > MaxSegments {
 		return 0
 	}
 	return g.segments()
@@ -39,7 +47,8 @@ func SegmentCount(h Header, pkt []byte, layer packet.Layer) int {
 //
 // The header should have passed Check; Segment checks it again rather
 // than trust that, and refuses an invalid one with drop.GsoSeg, as it
-// does GSOUDP (IP fragmentation) and an out shorter than SegmentCount.
+// does GSOUDP (IP fragmentation), a packet of more than MaxSegments
+// segments and an out shorter than SegmentCount.
 // If the pool cannot provide every buffer it returns drop.NoMem. On
 // failure it returns 0, owns no buffer and leaves out[:n] nil.
 //
@@ -50,7 +59,7 @@ func Segment(c *buffer.Cache, h Header, pkt []byte, layer packet.Layer, out []*b
 		return 0, drop.GsoSeg
 	}
 	n := g.segments()
-	if n > len(out) {
+	if n > MaxSegments || n > len(out) {
 		return 0, drop.GsoSeg
 	}
 	class, ok := c.Pool().ClassFor(g.hdrLen + min(g.mss, g.payloadLen()))
@@ -79,32 +88,82 @@ func Segment(c *buffer.Cache, h Header, pkt []byte, layer packet.Layer, out []*b
 // small, which the class choice rules out; the check stays so that a
 // mistake there costs a drop rather than a panic.
 func (g *gsoPacket) fill(pkt []byte, segs []*buffer.Buf) bool {
-	hdr := pkt[:g.hdrLen]
-	payload := pkt[g.hdrLen:g.end]
-	var id uint16
-	if g.v4 {
-		id = binary.BigEndian.Uint16(pkt[g.l3Off+4:])
-	}
-	var seq uint32
-	if g.tcp {
-		seq = binary.BigEndian.Uint32(pkt[g.l4Off+4:])
-	}
-	last := len(segs) - 1
+	st := g.start(pkt)
 	for i, b := range segs {
-		chunk := payload[:min(g.mss, len(payload))]
-		payload = payload[len(chunk):]
-		d, ok := b.Append(len(hdr) + len(chunk))
+		d, ok := b.Append(g.segLen(i))
 		if !ok {
 			return false
 		}
-		copy(d, hdr)
-		copy(d[len(hdr):], chunk)
-		g.fixup(d, id, seq, i == 0, i == last)
-		// Both wrap, as on the wire.
-		id++
-		seq += uint32(len(chunk))
+		g.put(pkt, st, i, len(segs), d)
 	}
 	return true
+}
+
+// SegmentBytes is Segment into caller memory: segment i goes to
+// out[i][offset:] and its length to sizes[i]. It returns the number of
+// segments, or 0 and a reason without writing anything: drop.GsoSeg as
+// Segment, and drop.PktTooBig if out or sizes has fewer than
+// SegmentCount elements or a segment does not fit its element.
+//
+// out[0][offset:] may be pkt itself (a packet read into the first
+// buffer is split in place): the segments are written last first, so
+// that the first, a prefix of pkt, is written after every other has
+// copied its headers. No other element may overlap pkt.
+//
+// SegmentBytes does not allocate.
+func SegmentBytes(h Header, pkt []byte, layer packet.Layer, out [][]byte, offset int, sizes []int) (int, drop.Reason) {
+	var g gsoPacket
+	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP {
+		return 0, drop.GsoSeg
+	}
+	n := g.segments()
+	if n > len(out) || n > len(sizes) || offset < 0 {
+		return 0, drop.PktTooBig
+	}
+	for i := range n {
+		if len(out[i])-offset < g.segLen(i) {
+			return 0, drop.PktTooBig
+		}
+	}
+	st := g.start(pkt)
+	for i := n - 1; i >= 0; i-- {
+		sizes[i] = g.segLen(i)
+		g.put(pkt, st, i, n, out[i][offset:offset+sizes[i]])
+	}
+	return n, drop.NotSpecified
+}
+
+// segStart is what every segment's headers are derived from, read
+// before any segment is written (the first may overwrite pkt).
+type segStart struct {
+	id  uint16
+	seq uint32
+}
+
+func (g *gsoPacket) start(pkt []byte) segStart {
+	var st segStart
+	if g.v4 {
+		st.id = binary.BigEndian.Uint16(pkt[g.l3Off+4:])
+	}
+	if g.tcp {
+		st.seq = binary.BigEndian.Uint32(pkt[g.l4Off+4:])
+	}
+	return st
+}
+
+// segLen returns the length of segment i: the headers and its share of
+// the payload.
+func (g *gsoPacket) segLen(i int) int {
+	return g.hdrLen + min(g.mss, g.payloadLen()-i*g.mss)
+}
+
+// put writes segment i of n into d, which is segLen(i) bytes long. IPv4
+// IDs and TCP sequence numbers wrap, as on the wire.
+func (g *gsoPacket) put(pkt []byte, st segStart, i, n int, d []byte) {
+	off := g.hdrLen + i*g.mss
+	copy(d, pkt[:g.hdrLen])
+	copy(d[g.hdrLen:], pkt[off:off+len(d)-g.hdrLen])
+	g.fixup(d, st.id+uint16(i), st.seq+uint32(i*g.mss), i == 0, i == n-1)
 }
 
 // fixup rewrites the headers of one segment d (a copy of the original

@@ -72,7 +72,8 @@ func TestSegmentHeaderVariants(t *testing.T) {
 		"wrong hdr_len":          func(s *spec) { s.hdrLenFix = -20 },
 		"no payload":             func(s *spec) { s.payload = nil },
 		"no payload udp":         func(s *spec) { s.udp, s.payload = true, nil },
-		"mss 1":                  func(s *spec) { s.mss, s.payload = 1, pattern(100) },
+		"mss 8":                  func(s *spec) { s.mss, s.payload = 8, pattern(100) },
+		"128 segments":           func(s *spec) { s.mss, s.payload = 100, pattern(128*100) },
 		"odd mss and payload":    func(s *spec) { s.mss, s.payload = 333, pattern(1001) },
 		"largest ipv4":           func(s *spec) { s.payload = pattern(s.maxPayload()) },
 		"largest ipv6 udp":       func(s *spec) { s.v6, s.udp, s.payload = true, true, pattern(65535-48) },
@@ -372,5 +373,79 @@ func BenchmarkSegment(b *testing.B) {
 	b.ReportMetric(float64(segs), "segs/op")
 	if err := p.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// SegmentBytes writes what Segment does, into caller memory, also when
+// the first element is the packet itself.
+func TestSegmentBytes(t *testing.T) {
+	for _, s := range []spec{
+		{mss: testMSS, payload: pattern(64000)},
+		{v6: true, udp: true, l2: true, mss: testMSS, payload: pattern(5000)},
+		{v6: true, ext: true, mss: 1000, payload: pattern(3001)},
+		{udp: true, mss: 1000, payload: nil},
+	} {
+		t.Run(fmt.Sprintf("v6=%v/udp=%v/l2=%v/%d", s.v6, s.udp, s.l2, len(s.payload)), func(t *testing.T) {
+			_, c := newTestPool(t, buffer.Config{})
+			h, pkt := build(s)
+			want := make([]*buffer.Buf, SegmentCount(h, pkt, s.layer()))
+			n, reason := Segment(c, h, pkt, s.layer(), want)
+			if n == 0 {
+				t.Fatalf("Segment: %v", reason)
+			}
+			defer c.ConsumeBulk(want[:n])
+			const offset = 16
+			for _, inPlace := range []bool{false, true} {
+				out := make([][]byte, n+1)
+				for i := range out {
+					out[i] = make([]byte, offset+testMSS+200)
+				}
+				src := bytes.Clone(pkt)
+				if inPlace {
+					out[0] = make([]byte, offset+len(pkt))
+					copy(out[0][offset:], pkt)
+					src = out[0][offset:]
+				}
+				sizes := make([]int, n+1)
+				got, reason := SegmentBytes(h, src, s.layer(), out, offset, sizes)
+				if got != n {
+					t.Fatalf("in place %v: SegmentBytes = %d (%v), want %d", inPlace, got, reason, n)
+				}
+				for i := range n {
+					if g := out[i][offset : offset+sizes[i]]; !bytes.Equal(g, want[i].Bytes()) {
+						t.Errorf("in place %v: segment %d differs from Segment's", inPlace, i)
+					}
+				}
+				if !inPlace {
+					if a := testing.AllocsPerRun(10, func() { SegmentBytes(h, src, s.layer(), out, offset, sizes) }); a != 0 {
+						t.Errorf("SegmentBytes allocates %v times", a)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestSegmentBytesRefuses(t *testing.T) {
+	h, pkt := build(spec{mss: 1000, payload: pattern(3500)})
+	out := [][]byte{make([]byte, 1100), make([]byte, 1100), make([]byte, 1100), make([]byte, 1100)}
+	sizes := make([]int, 4)
+	for name, tc := range map[string]struct {
+		out    [][]byte
+		sizes  []int
+		offset int
+		want   drop.Reason
+	}{
+		"too few buffers": {out[:3], sizes, 0, drop.PktTooBig},
+		"too few sizes":   {out, sizes[:3], 0, drop.PktTooBig},
+		"short buffer":    {out, sizes, 100, drop.PktTooBig},
+		"negative offset": {out, sizes, -1, drop.PktTooBig},
+	} {
+		if n, reason := SegmentBytes(h, pkt, packet.L3, tc.out, tc.offset, tc.sizes); n != 0 || reason != tc.want {
+			t.Errorf("%s: SegmentBytes = %d, %v; want 0, %v", name, n, reason, tc.want)
+		}
+	}
+	if n, reason := SegmentBytes(Header{}, pkt, packet.L3, out, 0, sizes); n != 0 || reason != drop.GsoSeg {
+		t.Errorf("without GSO: SegmentBytes = %d, %v; want 0, GSO_SEG", n, reason)
 	}
 }

@@ -28,7 +28,7 @@ func newLabCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "lab [flags]",
-		Short: "Measure guest-to-guest throughput through softnet, the kernel and a naive Go forwarder",
+		Short: "Measure guest-to-guest throughput through softnet, the kernel and Go TUN forwarders",
 		Long: `lab reproduces seed 000's measurement on this machine: two guests (network
 namespaces with unique names) joined by a datapath, iperf3 between them (UDP
 with 1472-byte datagrams at no rate limit, then TCP), and everything it
@@ -36,7 +36,10 @@ created removed afterwards, also on failure or Ctrl-C. Needs root.
 
 Variants, each with namespaces of its own:
   kernel-veth   a veth pair: the kernel's own path (--peers)
-  naive-go      a plain Go forwarder between two TUN devices (--peers)
+  wireguard-go  a two-goroutine forwarder on wireguard-go's tun package
+                (--peers; not with --tap)
+  softnet-tun   the same forwarder on softnet's tun package, no engine
+                (--peers)
   softnet       an in-process softnet switch with TUN ports (--tap: TAP),
                 in its default configuration, or with --ladder:
                 no-cache/batch-1, napi-cache, +bulk, +gro, +defer,
@@ -108,7 +111,7 @@ check, then the goals. Without iperf3 a built-in generator and receiver
 	f := cmd.Flags()
 	f.DurationVar(&opts.Duration, "duration", lab.DefaultDuration, "length of each transfer (whole seconds)")
 	f.BoolVar(&opts.TAP, "tap", false, "TAP ports bridged by MAC address instead of routed TUN ports")
-	f.BoolVar(&opts.Peers, "peers", true, "also measure kernel-veth and naive-go")
+	f.BoolVar(&opts.Peers, "peers", true, "also measure kernel-veth, wireguard-go and softnet-tun")
 	f.BoolVar(&opts.Ladder, "ladder", false, "softnet's ladder (machinery added step by step) instead of its default configuration")
 	f.StringSliceVar(&modes, "modes", []string{"udp", "tcp"}, "traffic modes: udp, tcp")
 	f.StringVar(&traffic, "traffic", "auto", "traffic generator: auto (iperf3 if installed), iperf3 or builtin")

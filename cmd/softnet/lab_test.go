@@ -7,7 +7,7 @@ import (
 
 func TestLabHelp(t *testing.T) {
 	out, _, code := run(t, "lab", "--help")
-	for _, want := range []string{"kernel-veth", "naive-go", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile"} {
+	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
 		}

@@ -28,6 +28,7 @@ import (
 	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/packet"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -397,6 +398,8 @@ func TestCaptureAndDropWatch(t *testing.T) {
 		append(append([]byte{}, good[:16]...), 198, 20, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0), // no route
 		append(append(append([]byte{}, good[:12]...), 198, 18, 2, 1), good[16:]...),   // ct1's source: spoofed
 	}
+	// The forwarder verifies the header checksum before it routes.
+	packet.SetIPv4HeaderChecksum(injected[3])
 	injectRaw(t, ls.ns[0], "ct0", injected)
 	dec := json.NewDecoder(dresp.Body)
 	var seen []string

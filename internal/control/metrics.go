@@ -26,6 +26,7 @@ var (
 	mUp        = metric("port_up", "1 while the port forwards, 0 once it went down.", "port")
 	mDrops     = metric("drops_total", "Packets dropped, by the port they arrived on (verdicts and receive errors) or were sent to (transmit errors), and reason.", "port", "reason")
 	mOffload   = metric("port_offload_total", "Offload work on the port: GSO packets received whole (gso_in) or written whole (gso_out), GSO packets segmented in software (segmented) and the segments written (segments), checksums finished in software (csum_finished), GSO packets built by GRO (coalesced) and the packets they carried (coalesced_segs).", "port", "kind")
+	mKernel    = metric("port_kernel_total", "The port's device as the kernel counts it since the switch opened it, guest side: packets the guest sent (tx_packets) and those its full queue dropped before softnet saw them (tx_dropped), packets delivered to the guest (rx_packets) and dropped there (rx_dropped), errors.", "port", "counter")
 	mPool      = metric("pool_buffers", "Packet buffers of the pool by state: in use, waiting on a remote-free list, or free.", "state")
 	mCache     = metric("cache_events_total", "Per-worker buffer cache events, summed: hits and misses of gets, refills from and flushes to the shared depot, gets that found the pool exhausted, remote frees.", "kind")
 	mRounds    = metric("worker_rounds_total", "Poll rounds of the worker that found packets (busy) or none (idle).", "worker", "kind")
@@ -42,7 +43,7 @@ var (
 type collector struct{ sw *vswitch.Switch }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
+	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
 		ch <- d
 	}
 }
@@ -78,6 +79,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}{{"gso_in", d.GSOIn}, {"gso_out", d.GSOOut}, {"segmented", d.Segmented}, {"segments", d.Segments},
 				{"csum_finished", d.CsumFinished}, {"coalesced", d.Coalesced}, {"coalesced_segs", d.CoalescedSegs}} {
 				counter(mOffload, k.v, p.Name, k.kind)
+			}
+			if k := d.Kernel; k != nil {
+				counter(mKernel, k.TxPackets, p.Name, "tx_packets")
+				counter(mKernel, k.TxDropped, p.Name, "tx_dropped")
+				counter(mKernel, k.RxPackets, p.Name, "rx_packets")
+				counter(mKernel, k.RxDropped, p.Name, "rx_dropped")
+				counter(mKernel, k.RxErrors+k.TxErrors, p.Name, "errors")
 			}
 		}
 		for r, n := range drops {

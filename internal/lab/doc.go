@@ -1,7 +1,7 @@
 // Package lab is `softnet lab`: it reproduces, on one machine, the kind of
 // measurement seed 000 started from (iperf3 between two guests through a
-// TUN switch), with the kernel's own path and a hand-written Go forwarder
-// measured beside softnet in the same run.
+// TUN switch), with the kernel's own path and Go forwarders on TUN
+// packages measured beside softnet in the same run.
 //
 // # Variants
 //
@@ -10,8 +10,11 @@
 //
 //   - kernel-veth: a veth pair, the kernel's own path and the upper
 //     reference;
-//   - naive-go: two TUN devices and a plain Go forwarder (naive.go), what
-//     a Go programmer writes by hand, the lower reference;
+//   - wireguard-go: two TUN devices and a two-goroutine forwarder
+//     (forwarder.go) on wireguard-go's tun package, the Go peer to beat;
+//   - softnet-tun: the same forwarder on softnet's tun package (FromFiles
+//     and the blocking Queue API), without an engine: the two TUN
+//     packages side by side;
 //   - softnet: two TUN (or TAP) ports and a softnet engine built in this
 //     process from the same parts as `softnet switch`, in its default
 //     configuration or, with Options.Ladder, with its machinery added one

@@ -8,7 +8,7 @@ const (
 	goalUDPVsVeth   = 0.8   // UDP received ≥ 0.8× kernel-veth
 	goalUDPLossPct  = 5.0   // with loss below 5 %
 	goalTCPVsVeth   = 0.9   // TCP ≥ 0.9× kernel-veth
-	goalVsNaive     = 3.0   // ≥ 3× naive-go, both modes
+	goalVsWireguard = 1.0   // ≥ wireguard-go's tun package, both modes
 	goalAllocs      = 0.001 // allocations per packet: none in steady state, bookkeeping aside
 	goalRSSOverPool = 32 << 20
 )
@@ -45,7 +45,7 @@ func (r *Report) Goals() []Goal {
 		} else {
 			versus(KernelVeth, goalTCPVsVeth)
 		}
-		versus(NaiveGo, goalVsNaive)
+		versus(WireguardGo, goalVsWireguard)
 		if a := sn.AllocsPerPacket; a != nil {
 			out = append(out, Goal{Mode: m, Goal: fmt.Sprintf("%s allocs/packet < %g", ref, goalAllocs), Value: *a, Figure: fmt.Sprintf("%.2g", *a), Met: *a < goalAllocs})
 		}

@@ -46,7 +46,7 @@ func TestLabLadder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Variants(rep.Options)
-	if len(rep.Variants) != len(want) || len(want) != 9 {
+	if len(rep.Variants) != len(want) || len(want) != 10 {
 		t.Fatalf("%d variants measured, want %d", len(rep.Variants), len(want))
 	}
 	for i, vr := range rep.Variants {

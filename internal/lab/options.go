@@ -51,7 +51,7 @@ type Options struct {
 	// seconds since iperf3 takes no less; default DefaultDuration.
 	Duration time.Duration
 	TAP      bool    // TAP ports bridged by MAC address instead of routed TUN ports
-	Peers    bool    // also measure kernel-veth and naive-go
+	Peers    bool    // also measure kernel-veth, wireguard-go and softnet-tun
 	Ladder   bool    // softnet's ladder instead of its default configuration alone
 	Modes    []Mode  // default: Modes
 	Traffic  Traffic // default TrafficAuto

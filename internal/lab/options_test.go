@@ -33,10 +33,14 @@ func TestVariants(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(Options{Peers: true}); !slices.Equal(got, []string{KernelVeth, NaiveGo, Softnet}) {
+	if got := names(Options{Peers: true}); !slices.Equal(got, []string{KernelVeth, WireguardGo, SoftnetTUN, Softnet}) {
 		t.Errorf("default variants %v", got)
 	}
-	want := []string{KernelVeth, NaiveGo, "no-cache/batch-1", "napi-cache", "+bulk", "+gro", "+defer", "offload-off", OffloadOn}
+	// wireguard-go's tun package has no TAP devices.
+	if got := names(Options{Peers: true, TAP: true}); !slices.Equal(got, []string{KernelVeth, SoftnetTUN, Softnet}) {
+		t.Errorf("TAP variants %v", got)
+	}
+	want := []string{KernelVeth, WireguardGo, SoftnetTUN, "no-cache/batch-1", "napi-cache", "+bulk", "+gro", "+defer", "offload-off", OffloadOn}
 	if got := names(Options{Peers: true, Ladder: true}); !slices.Equal(got, want) {
 		t.Errorf("ladder %v", got)
 	}

@@ -51,26 +51,26 @@ func sampleReport() *Report {
 
 func TestRatiosAndGoals(t *testing.T) {
 	r := sampleReport()
-	if got := r.result("napi-cache", UDP); got.RatioTo != KernelVeth || got.Ratio != 4 {
-		t.Fatalf("napi-cache ratio %v to %q, want 4 to kernel-veth", got.Ratio, got.RatioTo)
+	if got := r.result("napi-cache", UDP); got.RatioTo != KernelVeth || got.Ratio != 5 {
+		t.Fatalf("napi-cache ratio %v to %q, want 5 to kernel-veth", got.Ratio, got.RatioTo)
 	}
 	goals := r.Goals()
 	byName := map[string]Goal{}
 	for _, g := range goals {
 		byName[string(g.Mode)+" "+g.Goal] = g
 	}
-	// offload-on is variant 9 of 9: 4.5 Gbit/s against kernel-veth's 0.5 and
-	// naive-go's 1.
+	// offload-on is variant 10 of 10: 5 Gbit/s against kernel-veth's 0.5 and
+	// wireguard-go's 1.
 	for name, want := range map[string]bool{
 		"udp offload-on >= 0.80x kernel-veth":      true,
 		"udp offload-on loss < 5%":                 true,
 		"tcp offload-on >= 0.90x kernel-veth":      true,
-		"udp offload-on >= 3.00x naive-go":         true,
+		"udp offload-on >= 1.00x wireguard-go":     true,
 		"tcp offload-on allocs/packet < 0.001":     true,
 		"tcp offload-on peak RSS <= pool + 32 MiB": true,
 		"udp offload-on peak RSS <= pool + 32 MiB": true,
 		"udp offload-on allocs/packet < 0.001":     true,
-		"tcp offload-on >= 3.00x naive-go":         true,
+		"tcp offload-on >= 1.00x wireguard-go":     true,
 	} {
 		g, ok := byName[name]
 		if !ok || g.Met != want {
@@ -164,7 +164,7 @@ func TestWriteJSON(t *testing.T) {
 		t.Errorf("kernel-veth line: %v", veth)
 	}
 	drops, _ := sn["drops"].(map[string]any)
-	if drops["NOMEM"] != 3.0 || sn["nomem_stalls"] != 5.0 || sn["leak_check"] != "ok" || sn["retransmits"] != 12.0 || sn["loss_pct"] != nil || sn["ratio"] != 5.0 {
+	if drops["NOMEM"] != 3.0 || sn["nomem_stalls"] != 5.0 || sn["leak_check"] != "ok" || sn["retransmits"] != 12.0 || sn["loss_pct"] != nil || sn["ratio"] != 6.0 {
 		t.Errorf("+bulk tcp line: %v", sn)
 	}
 }

@@ -170,8 +170,10 @@ func openDatapath(p *guestPair, v Variant, o Options) (datapath, error) {
 	switch v.kind {
 	case pathVeth:
 		return openVeth(p)
-	case pathNaive:
-		return openNaive(p, o.TAP)
+	case pathWireguardGo:
+		return openBatchPath(p, WireguardGo, o.TAP, attachWireguardGo)
+	case pathSoftnetTUN:
+		return openBatchPath(p, SoftnetTUN, o.TAP, attachSoftnetTUN)
 	default:
 		return openSoftnet(p, v.softnet, o.TAP, o.Log)
 	}

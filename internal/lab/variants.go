@@ -6,16 +6,18 @@ import "softnet.dev/internal/vswitch"
 type pathKind int
 
 const (
-	pathVeth    pathKind = iota // a veth pair: the kernel's own path
-	pathNaive                   // two TUN devices and naive.go's forwarder
-	pathSoftnet                 // two TUN/TAP ports and a softnet engine
+	pathVeth        pathKind = iota // a veth pair: the kernel's own path
+	pathWireguardGo                 // two TUN devices, forwarder.go on wireguard-go's tun package
+	pathSoftnetTUN                  // the same forwarder on softnet's tun package, without an engine
+	pathSoftnet                     // two TUN/TAP ports and a softnet engine
 )
 
 // Names of the peers and of softnet's default configuration.
 const (
-	KernelVeth = "kernel-veth"
-	NaiveGo    = "naive-go"
-	Softnet    = "softnet"
+	KernelVeth  = "kernel-veth"
+	WireguardGo = "wireguard-go"
+	SoftnetTUN  = "softnet-tun"
+	Softnet     = "softnet"
 	// OffloadOn is the ladder's name for the default configuration,
 	// measured beside offload-off.
 	OffloadOn = "offload-on"
@@ -54,10 +56,11 @@ func (v Variant) InProcess() bool { return v.kind != pathVeth }
 func Variants(o Options) []Variant {
 	var vs []Variant
 	if o.Peers {
-		vs = append(vs,
-			Variant{Name: KernelVeth, Desc: "veth pair between the namespaces: the kernel's own path", kind: pathVeth},
-			Variant{Name: NaiveGo, Desc: "plain Go forwarder between two TUN devices: blocking reads, a new (zeroed) 64 KiB slice per packet, no offloads", kind: pathNaive},
-		)
+		vs = append(vs, Variant{Name: KernelVeth, Desc: "veth pair between the namespaces: the kernel's own path", kind: pathVeth})
+		if !o.TAP { // wireguard-go's tun package is TUN only
+			vs = append(vs, Variant{Name: WireguardGo, Desc: "two-goroutine forwarder on wireguard-go's tun package: batch reads splitting GSO, GRO writes", kind: pathWireguardGo})
+		}
+		vs = append(vs, Variant{Name: SoftnetTUN, Desc: "the same forwarder on softnet's tun package (FromFiles, Queue.Read/Write), no engine", kind: pathSoftnetTUN})
 	}
 	if !o.Ladder {
 		return append(vs, Variant{Name: Softnet, Desc: "softnet's default: offload on, batch 64, bulk allocation, GRO", kind: pathSoftnet, softnet: defaultSoftnet})

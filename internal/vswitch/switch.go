@@ -137,7 +137,8 @@ type Switch struct {
 	log     *slog.Logger
 	pool    *buffer.Pool
 	devices []*tun.Device
-	ports   []port.Port // the devices, or their txthread wrappers
+	kernel0 []tun.KernelStats // the devices' kernel counters at open
+	ports   []port.Port       // the devices, or their txthread wrappers
 	engine  *engine.Engine
 	table   *endpoint.Table // the services' endpoints, nil without services
 	svcs    []*service
@@ -184,11 +185,19 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 
 func (sw *Switch) open() error {
 	for i, dc := range sw.plan.Devices {
+		dc.Log = sw.log // link down and up, MTU changes
 		d, err := tun.Open(dc)
 		if err != nil {
 			return fmt.Errorf("port %s: %w", sw.cfg.Ports[i], err)
 		}
 		sw.devices = append(sw.devices, d)
+		// The report counts from here: an existing device's counters
+		// include what happened before the switch.
+		k0, err := d.KernelStats()
+		if err != nil {
+			sw.log.Warn("port kernel counters", "port", d.Info().Name, "err", err)
+		}
+		sw.kernel0 = append(sw.kernel0, k0)
 		how := "attached to existing"
 		if d.Created() {
 			how = "created"
@@ -439,8 +448,18 @@ func (sw *Switch) Close() (*Report, error) {
 func (sw *Switch) Stats() *Report {
 	rep := newReport(sw.engine.Stats())
 	rep.Learning, rep.Bridge = sw.Learning(), sw.BridgeStats()
-	for _, d := range sw.devices {
-		rep.Devices = append(rep.Devices, DeviceStats{Port: d.Info().Name, Stats: d.Stats()})
+	for i, d := range sw.devices {
+		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
+		// A device's queue loses packets before softnet can count them:
+		// only the kernel's counters show those. Read while the device
+		// is open (Close reads before closing the ports).
+		if k, err := d.KernelStats(); err != nil {
+			ds.KernelErr = err.Error()
+		} else {
+			k = k.Sub(sw.kernel0[i])
+			ds.Kernel = &k
+		}
+		rep.Devices = append(rep.Devices, ds)
 	}
 	for _, s := range sw.svcs {
 		rep.Services = append(rep.Services, s.stats())
