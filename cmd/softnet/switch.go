@@ -60,7 +60,9 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
             (ARP_SPOOF, IPV6_NDISC_SPOOF). Default: the prefixes routed to
             a tun port, any on a tap port; allow=any for a router guest
   mac       tap only: the source MACs the guest may use (MAC_SPOOF),
-            their EUI-64 link-local addresses included (default any)
+            their EUI-64 link-local addresses allowed too (default any);
+            with allow= and no mac=, list fe80::/64 for IPv6 link-local
+            traffic (neighbour and router discovery)
   dhcp-server  let DHCP/DHCPv6 server messages out of the guest (off:
             dropped as DHCP_SERVER)
 
