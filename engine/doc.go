@@ -19,8 +19,19 @@
 // to come home, for a kick or at most a few hundred microseconds: polling
 // a readable TUN file again at once would spin.
 //
+// Fair share: every RX queue gets the same budget per round, so a port
+// that always has packets (a guest flooding at full rate) takes at most
+// Config.Batch of them per round and the other ports are polled in
+// between. A round dispatches every packet it received before it polls
+// the next queue, so what a port holds of the pool is one batch plus
+// what its packets wait in bounded places: egress rings (a TUN write is
+// synchronous and holds nothing) and local consumers, which bound what
+// they hold (package endpoint's per-endpoint quota).
+//
 // A program that panics loses its batch: every packet of it is dropped
 // with drop.Prog and the worker keeps running. A port whose queue returns
-// an error is marked down and no longer polled or sent to; the rest of the
-// engine keeps forwarding.
+// an error is marked down for good and no longer polled or sent to; the
+// rest of the engine keeps forwarding. Passing states, such as a TUN
+// device set down, are the port's to absorb (package tun drops toward it
+// as drop.DevReady without an error).
 package engine

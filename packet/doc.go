@@ -29,7 +29,8 @@
 // buffer holds more. A transport protocol Parse does not know is not an
 // error; Headers.L4Off is then 0.
 //
-// Parse does not verify checksums; IPv4HeaderChecksumOK and
+// Parse does not verify checksums; IPv4HeaderChecksumOK (which the L3
+// forwarder applies to every IPv4 packet) and
 // TransportChecksumOK do, for the callers that must.
 //
 // # Checksums

@@ -100,5 +100,7 @@ type Waiter interface {
 	Disarm()
 }
 
-// ErrDown means the port's device went away or was set down.
+// ErrDown means the port's device went away, for good. A device that is
+// merely set down is not an error: its queues drop with drop.DevReady
+// until it is up again.
 var ErrDown = errors.New("port: down")

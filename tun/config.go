@@ -3,6 +3,7 @@ package tun
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"softnet.dev/internal/knob"
@@ -41,6 +42,10 @@ type Config struct {
 	// header, instead of splitting them into segments and writing
 	// headerless packets. It needs Offload.
 	KeepGSO bool
+	// Log receives what happens to the device's link while it is open:
+	// down and up, MTU changes (and the frames the port then accepts),
+	// deletion. Nil discards it.
+	Log *slog.Logger
 
 	// singleGets (internal/knob.TUNSingleGets) takes each receive buffer
 	// with its own Cache.Get. By default a queue takes the buffers for a

@@ -3,6 +3,7 @@ package tun
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,10 @@ type Device struct {
 	setUp   bool // it was down and Open set it up
 	origMTU int  // Open changed its MTU from this; 0 if not
 
+	link    linkStatus
+	watch   *linkWatch
+	ifindex int
+
 	closed  atomic.Bool
 	closeMu sync.Mutex
 	done    bool // Close ran; under closeMu
@@ -73,6 +78,15 @@ func Open(cfg Config) (*Device, error) {
 		d.undo()
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
 	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l2 := 0
+	if cfg.TAP {
+		l2 = packet.EthernetHeaderLen
+	}
+	d.watch.start(d, d.ifindex, l2, log)
 	return d, nil
 }
 
@@ -84,6 +98,11 @@ func (d *Device) open(cfg Config) error {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	d.nl = nl
+	// Subscribed before anything is looked at, so that no change is
+	// missed between the look and the subscription.
+	if d.watch, err = newLinkWatch(); err != nil {
+		return err
+	}
 	before, err := lookup(nl, cfg.Name)
 	switch {
 	case err != nil:
@@ -124,6 +143,7 @@ func (d *Device) open(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("look up after attach: %w", err)
 	}
+	d.ifindex = link.Attrs().Index
 	mtu := link.Attrs().MTU
 	if cfg.MTU != 0 && cfg.MTU != mtu {
 		if err := nl.LinkSetMTU(link, cfg.MTU); err != nil {
@@ -181,6 +201,9 @@ func (d *Device) start() error {
 		return fmt.Errorf("eventfd: %w", err)
 	}
 	d.wake = wake
+	// The queues read the max frame from here; a link watch, if the
+	// device has one, keeps it current.
+	d.link.maxFrame.Store(int32(d.info.MaxFrame))
 	n := len(d.fds)
 	d.rx = make([]rxQueue, n)
 	d.tx = make([]txQueue, n)
@@ -204,6 +227,10 @@ func (d *Device) undo() {
 	if d.wake >= 0 {
 		unix.Close(d.wake)
 		d.wake = -1
+	}
+	if d.watch != nil {
+		d.watch.stop()
+		d.watch = nil
 	}
 	if d.nl == nil {
 		return
@@ -241,8 +268,13 @@ func (d *Device) restore() error {
 	return errors.Join(errs...)
 }
 
-// Info describes the port. Offloads are those the kernel accepted.
-func (d *Device) Info() port.Info { return d.info }
+// Info describes the port. Offloads are those the kernel accepted;
+// MaxFrame follows the device's MTU if it has no vnet header.
+func (d *Device) Info() port.Info {
+	info := d.info
+	info.MaxFrame = int(d.link.maxFrame.Load())
+	return info
+}
 
 // Created reports whether Open created the device (and Close removes it)
 // rather than attaching to an existing one or running over files
@@ -292,6 +324,7 @@ func (d *Device) Close(c *buffer.Cache) error {
 	}
 	d.done = true
 	d.closed.Store(true)
+	d.watch.stop()
 	var errs []error
 	// The eventfd stays readable: every blocked poll and any that starts
 	// before the lock below returns.

@@ -36,8 +36,11 @@
 // queue that gets a marked packet writes it with its header in one write,
 // without a copy, if its own device accepted that offload; otherwise it
 // segments it (vnet.Segment) or finishes its checksum (vnet.FinishChecksum)
-// in software. Unmarked packets go out with a zero header on a device with
-// IFF_VNET_HDR and as they are on one without.
+// in software. A GSO packet that would make more than vnet.MaxSegments
+// segments (a forged header: 64 KiB in segments of 60 bytes) is dropped
+// with drop.GsoSeg instead, so one packet costs at most that many writes.
+// Unmarked packets go out with a zero header on a device with IFF_VNET_HDR
+// and as they are on one without.
 //
 // With Config.GRO as well, Transmit coalesces each burst before writing
 // it: runs of segments of one TCP or UDP flow (vnet.Coalescer) leave as one
@@ -70,9 +73,20 @@
 // descriptor removes it, which Close checks. A device that existed before
 // is left as it was found, except for the device flags TUNSETIFF records
 // (IFF_VNET_HDR) and the offloads it was given: if Open set it up, Close
-// sets it down again, and an MTU that Open changed is restored. A device
-// deleted underneath a port makes Receive and Transmit return an error
-// that matches port.ErrDown.
+// sets it down again, and an MTU that Open changed is restored.
+//
+// While it is open, a device's link is followed through an rtnetlink
+// subscription in its namespace (Config.Log hears of every change). A
+// link set down is a passing state, as operators bounce interfaces:
+// Transmit drops what it is given as drop.DevReady, without writing, and
+// without an error; Receive gets nothing new; once the link is up again
+// packets flow within the moment the kernel takes to tell us. (A write
+// that fails with EIO before the news arrives is dropped the same way.)
+// On a device without a vnet header, the largest frame (Info().MaxFrame)
+// follows the MTU, for receive buffers and for what Transmit lets pass. A
+// device deleted underneath a port (or moved out of its namespace) makes
+// Receive and Transmit return an error that matches port.ErrDown: that
+// ends the port.
 //
 // Receive and Transmit, and the Queue calls, allocate nothing per packet.
 package tun

@@ -27,10 +27,11 @@ type rxQueue struct {
 	// The class Receive takes buffers of, for the pool it was computed
 	// for: a queue is polled through one worker's cache, whose pool does
 	// not change, but checking costs one compare.
-	pool  *buffer.Pool
-	class buffer.Class
-	bulk  bool
-	spare []*buffer.Buf // the burst's buffers, unless Config.singleGets
+	pool     *buffer.Pool
+	maxFrame int32 // the device's max frame the class was picked for
+	class    buffer.Class
+	bulk     bool
+	spare    []*buffer.Buf // the burst's buffers, unless Config.singleGets
 	// starved says the last Receive stopped for want of a buffer, for
 	// Queue.Receive, which must not wait for a file that is readable.
 	starved bool
@@ -50,11 +51,12 @@ func (q *rxQueue) init(d *Device, fd int) {
 }
 
 // setPool picks the smallest class that holds the largest packet the
-// device can hand over (the header goes into the headroom). If no class
-// does, the largest is used and longer packets are dropped as PktTooBig.
-func (q *rxQueue) setPool(p *buffer.Pool) {
-	q.pool = p
-	if c, ok := p.ClassFor(q.dev.info.MaxFrame); ok {
+// device can hand over now (the header goes into the headroom). If no
+// class does, the largest is used and longer packets are dropped as
+// PktTooBig.
+func (q *rxQueue) setPool(p *buffer.Pool, maxFrame int32) {
+	q.pool, q.maxFrame = p, maxFrame
+	if c, ok := p.ClassFor(int(maxFrame)); ok {
 		q.class = c
 	} else {
 		q.class = buffer.Class(p.NumClasses() - 1)
@@ -63,11 +65,16 @@ func (q *rxQueue) setPool(p *buffer.Pool) {
 
 // Receive reads up to len(bufs) packets, without blocking.
 func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
-	if q.dev.closed.Load() {
+	switch {
+	case q.dev.closed.Load():
 		return 0, q.downError(errClosed)
+	case q.dev.link.gone.Load():
+		return 0, q.downError(errGone)
 	}
-	if p := c.Pool(); p != q.pool {
-		q.setPool(p)
+	// A link that is down is read all the same: nothing arrives, and a
+	// file that epoll reports readable must be read or the worker spins.
+	if p, mf := c.Pool(), q.dev.link.maxFrame.Load(); p != q.pool || mf != q.maxFrame {
+		q.setPool(p, mf)
 	}
 	n := 0
 	var err error

@@ -15,14 +15,6 @@ import (
 	"softnet.dev/vnet"
 )
 
-// Segment scratch space: enough for any USO packet (the kernel's
-// UDP_MAX_SEGMENTS) and TSO at common MSS values, preallocated; a packet
-// with more segments grows it once, up to maxSegments.
-const (
-	initSegments = 128
-	maxSegments  = 1024
-)
-
 // txQueue writes to one queue's file. Only its worker touches it.
 type txQueue struct {
 	_        [cacheline.Size]byte
@@ -61,7 +53,9 @@ func (q *txQueue) init(d *Device, fd int) {
 	}
 	q.iov[0].Base = &q.zero[0]
 	q.iov[0].SetLen(len(q.zero))
-	q.segs = make([]*buffer.Buf, initSegments)
+	// Segment scratch space for the most segments vnet.Segment makes of
+	// one packet: a packet that would make more is dropped as GSO_SEG.
+	q.segs = make([]*buffer.Buf, vnet.MaxSegments)
 	q.ctr = newCounters()
 	if kinds := groKinds(q.offloads); d.gro && kinds != 0 {
 		q.gro = &groState{plan: vnet.NewCoalescer(q.layer, kinds, q.maxFrame)}
@@ -88,15 +82,23 @@ func groKinds(o port.Offloads) vnet.GROKinds {
 }
 
 // Transmit writes every packet of bufs and frees it into c, or drops it
-// with a reason. If the device is gone it drops the rest of the burst
-// with drop.DevReady and returns an error matching port.ErrDown.
+// with a reason. While the link is down it drops them all with
+// drop.DevReady, without a system call; if the device is gone it does the
+// same and returns an error matching port.ErrDown.
 func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	sent := 0
 	var err error
-	if q.dev.closed.Load() {
+	down := false
+	switch {
+	case q.dev.closed.Load():
 		err = errClosed
+	case q.dev.link.gone.Load():
+		err = errGone
+	case q.dev.link.down.Load():
+		down = true
 	}
-	coalesce := q.gro != nil && len(bufs) > 1 && err == nil
+	q.maxFrame = int(q.dev.link.maxFrame.Load())
+	coalesce := q.gro != nil && len(bufs) > 1 && err == nil && !down
 	if coalesce {
 		q.planGRO(bufs)
 	}
@@ -107,7 +109,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 				continue // sent or dropped with the packet that leads its run
 			}
 		}
-		if err != nil {
+		if err != nil || down {
 			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
 			continue
 		}
@@ -116,6 +118,11 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 			ok, err = q.sendRun(c, bufs, i)
 		} else {
 			ok, err = q.send(c, b)
+		}
+		if err == unix.EIO {
+			// Set down before the link watch has told us: the rest of
+			// the burst goes as if it had.
+			down, err = true, nil
 		}
 		if ok {
 			sent += n
@@ -147,7 +154,7 @@ func (q *txQueue) planGRO(bufs []*buffer.Buf) {
 
 // sendRun writes the GSO packet GRO planned for the run led by bufs[i]
 // and frees the run's buffers. It reports whether it was sent, and
-// returns an error only if the device is gone.
+// returns an error only if the device is gone or down (the errno).
 func (q *txQueue) sendRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (bool, error) {
 	n, res := q.writeRun(i)
 	if res.ok() {
@@ -267,7 +274,7 @@ func (q *txQueue) dropRun(c *buffer.Cache, bufs []*buffer.Buf, i, n int, planned
 }
 
 // send transmits one packet and frees it. It reports whether it was sent,
-// and returns an error only if the device is gone.
+// and returns an error only if the device is gone or down (the errno).
 func (q *txQueue) send(c *buffer.Cache, b *buffer.Buf) (bool, error) {
 	if b.Flags()&FlagVnetHdr != 0 {
 		return q.sendMarked(c, b)
@@ -368,11 +375,8 @@ func ipVersion(pkt []byte, layer packet.Layer) int {
 func (q *txQueue) segment(c *buffer.Cache, b *buffer.Buf, h vnet.Header) (bool, error) {
 	pkt := b.Bytes()
 	n := vnet.SegmentCount(h, pkt, q.layer)
-	if n < 1 || n > maxSegments {
+	if n < 1 {
 		return q.done(c, b, failed(drop.GsoSeg))
-	}
-	if n > len(q.segs) {
-		q.segs = make([]*buffer.Buf, n)
 	}
 	segs := q.segs[:n]
 	got, reason := vnet.Segment(c, h, pkt, q.layer, segs)
@@ -430,7 +434,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, b *buffer.Buf, h vnet.Header) 
 type result struct {
 	reason drop.Reason
 	failed bool
-	down   unix.Errno // set if the device is gone or down
+	down   unix.Errno // set if the device is gone, or down (EIO)
 }
 
 func (r result) ok() bool { return !r.failed }
@@ -438,7 +442,7 @@ func (r result) ok() bool { return !r.failed }
 func failed(r drop.Reason) result { return result{reason: r, failed: true} }
 
 // done frees b as sent or dropped, as res says, and returns Transmit's
-// view: sent, and an error if the device is down.
+// view: sent, and the errno if the device is gone or down.
 func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, res result) (bool, error) {
 	if res.ok() {
 		c.Consume(b)
@@ -515,7 +519,7 @@ func (q *txQueue) syscall(trap uintptr, p unsafe.Pointer, arg, n int) result {
 		case unix.EAGAIN, unix.ENOBUFS:
 			return failed(drop.FullRing)
 		case unix.EIO, unix.EBADFD, unix.ENODEV, unix.ENXIO, unix.EBADF:
-			// EIO: the device is down; EBADFD: it was deleted.
+			// EIO: the device is down, for now; EBADFD: it was deleted.
 			return result{reason: drop.DevReady, failed: true, down: errno}
 		case unix.EINVAL:
 			// The kernel refused the vnet header, or a frame too short.

@@ -15,6 +15,10 @@ const (
 	// udpMaxSegments is the kernel's UDP_MAX_SEGMENTS: USO packets that
 	// would make more segments are rejected by virtio_net_hdr_to_skb.
 	udpMaxSegments = 128
+	// minGSOSize is the kernel's TCP_MIN_GSO_SIZE (TCP_MIN_SND_MSS less
+	// the largest TCP options): no Linux stack builds GSO packets with
+	// smaller segments, and its SACK code refuses to make them.
+	minGSOSize = 8
 	// maxGSOLen bounds a GSO packet after its Ethernet header: what an
 	// IPv4 total length can describe, and what TUN accepts.
 	maxGSOLen = 65535
@@ -98,7 +102,7 @@ func (g *gsoPacket) parse(h Header, pkt []byte, layer packet.Layer) (bool, drop.
 	if g.kind == GSONone {
 		return false, drop.DevHdr
 	}
-	if h.GSOSize == 0 || h.GSOSize == gsoByFrags {
+	if h.GSOSize < minGSOSize || h.GSOSize == gsoByFrags {
 		return false, drop.DevHdr
 	}
 	var ph packet.Headers

@@ -74,11 +74,14 @@ func checkCorpus() []checkCase {
 		variant("ufo without needs_csum", with(udp4, func(s *spec) { s.ufo = true }), ok, set(func(h *Header) { h.Flags = 0 })),
 		variant("one segment", with(tcp4, func(s *spec) { s.payload = payload[:40] }), ok, nil),
 		variant("no payload", with(tcp6, func(s *spec) { s.payload = nil }), ok, nil),
-		variant("gso_size 1", with(tcp4, func(s *spec) { s.mss = 1 }), ok, nil),
+		variant("gso_size 8", with(tcp4, func(s *spec) { s.mss = 8 }), ok, nil),
 		variant("gso_size 0xfffe", with(tcp4, func(s *spec) { s.mss = 0xfffe }), ok, nil),
 		variant("data_valid", tcp4, ok, set(func(h *Header) { h.Flags |= FlagDataValid })),
 		variant("usos 128 segments", with(udp4, func(s *spec) { s.mss = 10; s.payload = pattern(1280) }), ok, nil),
-		variant("largest tcp4", with(tcp4, func(s *spec) { s.payload = pattern(s.maxPayload()) }), ok, nil),
+		variant("largest tcp4", with(tcp4, func(s *spec) { s.mss = 1448; s.payload = pattern(s.maxPayload()) }), ok, nil),
+		// Checked as the kernel does, but too many segments for Segment.
+		variant("tso 129 segments", with(tcp4, func(s *spec) { s.mss = 10; s.payload = pattern(1281) }), ok, nil),
+		variant("tso gso_size 60 of 64 KiB", with(tcp6, func(s *spec) { s.mss = 60; s.payload = pattern(s.maxPayload()) }), ok, nil),
 		variant("largest tap udp6", with(udp6, func(s *spec) { s.l2, s.mss = true, 1448; s.payload = pattern(s.maxPayload()) }), ok, nil),
 
 		// hdr_len: only a hint.
@@ -136,6 +139,8 @@ func checkCorpus() []checkCase {
 
 		// gso_size
 		variant("gso_size 0", tcp4, drop.DevHdr, set(func(h *Header) { h.GSOSize = 0 })),
+		variant("gso_size 7", with(tcp4, func(s *spec) { s.mss = 7 }), drop.DevHdr, nil),
+		variant("gso_size 1 one segment", with(udp6, func(s *spec) { s.mss = 1; s.payload = payload[:1] }), drop.DevHdr, nil),
 		variant("gso_size 0 one segment", with(udp6, func(s *spec) { s.payload = payload[:1] }), drop.DevHdr, set(func(h *Header) { h.GSOSize = 0 })),
 		variant("gso_size GSO_BY_FRAGS", tcp4, drop.DevHdr, set(func(h *Header) { h.GSOSize = 0xffff })),
 		variant("uso 129 segments", with(udp4, func(s *spec) { s.mss = 10; s.payload = pattern(1281) }), drop.DevHdr, nil),
@@ -243,7 +248,7 @@ func TestCheckCorpus(t *testing.T) {
 			}
 			n, reason := Segment(c, tc.h, tc.pkt, tc.layer, out)
 			switch {
-			case !ok || !tc.h.IsGSO() || tc.h.GSOType == GSOUDP:
+			case !ok || !tc.h.IsGSO() || tc.h.GSOType == GSOUDP || tooManySegments(tc.h, tc.pkt, tc.layer):
 				if n != 0 || reason != drop.GsoSeg {
 					t.Fatalf("Segment = %d, %v; want 0, GSO_SEG", n, reason)
 				}

@@ -29,8 +29,9 @@
 // Linux bridge:
 //
 //   - drop.DevHdr for the header's own faults: unknown flag bits or GSO
-//     types, ECN on anything but TCP, a GSO size of 0 (or 0xffff, the
-//     kernel's GSO_BY_FRAGS), checksum offsets outside the packet; and for
+//     types, ECN on anything but TCP, a GSO size below 8 (the kernel's
+//     TCP_MIN_GSO_SIZE) or of 0xffff (the kernel's GSO_BY_FRAGS),
+//     checksum offsets outside the packet; and for
 //     its disagreements with the packet: a GSO type the packet does not
 //     match (TCPv4 on IPv6, USO on TCP, anything on ARP), a GSO checksum
 //     request that is not for the transport header's own checksum, USO
@@ -53,6 +54,12 @@
 // tag included for TAP) followed by at most GSOSize bytes of payload, with
 // lengths, IPv4 IDs, TCP sequence numbers and flags, and checksums
 // rewritten as the kernel's tcp_gso_segment and __udp_gso_segment do.
+// Segment makes at most MaxSegments (128) segments of one packet and
+// refuses a packet that would make more with drop.GsoSeg: a guest could
+// otherwise make each 64 KiB packet cost a thousand segment copies with a
+// tiny GSO size. Check lets such a TCP packet pass, as the kernel does,
+// since a port that takes it whole does no work for it.
+//
 // Legacy UDP fragmentation offload (GSOUDP) would need IP fragmentation,
 // which softnet does not do: Check accepts such a packet, since the kernel
 // does, but Segment refuses it with drop.GsoSeg.

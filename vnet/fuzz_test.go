@@ -165,6 +165,11 @@ func fuzzSegment(t *testing.T, p *buffer.Pool, c *buffer.Cache, h Header, pkt []
 			t.Fatalf("UFO: SegmentCount %d, Segment %d, %v", want, n, reason)
 		}
 		return
+	case tooManySegments(h, pkt, layer):
+		if want != 0 || n != 0 || reason != drop.GsoSeg {
+			t.Fatalf("more than %d segments: SegmentCount %d, Segment %d, %v", MaxSegments, want, n, reason)
+		}
+		return
 	case want < 1:
 		t.Fatalf("SegmentCount = %d for a checked GSO packet", want)
 	case want > len(out):
@@ -182,6 +187,14 @@ func fuzzSegment(t *testing.T, p *buffer.Pool, c *buffer.Cache, h Header, pkt []
 	}
 	defer c.ConsumeBulk(out[:n])
 	checkSegments(t, p, h, pkt, layer, out[:n], guestSumMatches(h, pkt, layer))
+}
+
+// tooManySegments reports whether a packet Check accepts would make more
+// than MaxSegments segments, which Segment refuses.
+func tooManySegments(h Header, pkt []byte, layer packet.Layer) bool {
+	var g gsoPacket
+	ok, _ := g.parse(h, pkt, layer)
+	return ok && g.segments() > MaxSegments
 }
 
 // guestSumMatches reports whether the transport checksums of the segments
@@ -206,6 +219,10 @@ func FuzzSegment(f *testing.F) {
 	f.Add(false, true, true, false, uint8(0x42), uint8(0), uint16(1), uint16(1), byte(1))
 	f.Add(true, false, false, true, uint8(0x39), uint8(0x99), uint16(65535), uint16(9000), byte(7))
 	f.Add(false, false, true, true, uint8(0x86), uint8(0x11), uint16(1448), uint16(1448), byte(2))
+	// Forged GSO headers: a 64 KiB TSO packet in segments of 60 bytes,
+	// and a gso_size below the kernel's minimum.
+	f.Add(false, false, false, false, uint8(0), uint8(0x10), uint16(64000), uint16(60), byte(3))
+	f.Add(true, false, true, false, uint8(0), uint8(0x10), uint16(500), uint16(7), byte(4))
 
 	const maxOut = 512
 	p, c := fuzzPool(f, maxOut+88, 40)
@@ -244,13 +261,22 @@ func FuzzSegment(f *testing.F) {
 		segs := max(1, (len(s.payload)+s.mss-1)/s.mss)
 		ok, reason := Check(h, pkt, s.layer())
 		switch {
-		case s.mss == 0xffff || udp && segs > udpMaxSegments:
+		case s.mss < minGSOSize || s.mss == 0xffff || udp && segs > udpMaxSegments:
 			if ok || reason != drop.DevHdr {
 				t.Fatalf("Check of %+v = %v, %v; want DEV_HDR", h, ok, reason)
 			}
 			return
 		case !ok:
 			t.Fatalf("Check of a valid packet (%+v): %v", h, reason)
+		case segs > MaxSegments:
+			// A TSO packet the kernel takes, but too costly to split.
+			if n := SegmentCount(h, pkt, s.layer()); n != 0 {
+				t.Fatalf("SegmentCount = %d of %d segments, want 0", n, segs)
+			}
+			if n, reason := Segment(c, h, pkt, s.layer(), out); n != 0 || reason != drop.GsoSeg {
+				t.Fatalf("Segment of %d segments = %d, %v; want 0, GSO_SEG", segs, n, reason)
+			}
+			return
 		}
 		if n := SegmentCount(h, pkt, s.layer()); n != segs {
 			t.Fatalf("SegmentCount = %d, want %d", n, segs)

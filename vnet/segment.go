@@ -17,13 +17,21 @@ const (
 	tcpCWR = 0x80
 )
 
+// MaxSegments bounds the segments Segment makes of one packet, and so the
+// work one packet from a guest can cause: the kernel's UDP_MAX_SEGMENTS,
+// which Check already applies to USO, applied to TSO as well. A forged
+// header cannot turn a 64 KiB packet into a thousand segments (gso_size
+// 60), while real TSO stays within it: 64 KiB at IPv4's default MSS of
+// 536 is 123 segments.
+const MaxSegments = udpMaxSegments
+
 // SegmentCount returns the number of segments Segment would produce from
-// the GSO packet pkt, for sizing out: at least 1 for a packet Segment can
-// split, and 0 for one it would refuse (an invalid or non-GSO header, or
-// GSOUDP). It costs a Check.
+// the GSO packet pkt, for sizing out: 1 to MaxSegments for a packet
+// Segment can split, and 0 for one it would refuse (an invalid or non-GSO
+// header, GSOUDP, or more than MaxSegments segments). It costs a Check.
 func SegmentCount(h Header, pkt []byte, layer packet.Layer) int {
 	var g gsoPacket
-	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP {
+	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP || g.segments() > MaxSegments {
 		return 0
 	}
 	return g.segments()
@@ -39,7 +47,8 @@ func SegmentCount(h Header, pkt []byte, layer packet.Layer) int {
 //
 // The header should have passed Check; Segment checks it again rather
 // than trust that, and refuses an invalid one with drop.GsoSeg, as it
-// does GSOUDP (IP fragmentation) and an out shorter than SegmentCount.
+// does GSOUDP (IP fragmentation), a packet of more than MaxSegments
+// segments and an out shorter than SegmentCount.
 // If the pool cannot provide every buffer it returns drop.NoMem. On
 // failure it returns 0, owns no buffer and leaves out[:n] nil.
 //
@@ -50,7 +59,7 @@ func Segment(c *buffer.Cache, h Header, pkt []byte, layer packet.Layer, out []*b
 		return 0, drop.GsoSeg
 	}
 	n := g.segments()
-	if n > len(out) {
+	if n > MaxSegments || n > len(out) {
 		return 0, drop.GsoSeg
 	}
 	class, ok := c.Pool().ClassFor(g.hdrLen + min(g.mss, g.payloadLen()))

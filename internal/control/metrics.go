@@ -26,12 +26,15 @@ var (
 	mUp        = metric("port_up", "1 while the port forwards, 0 once it went down.", "port")
 	mDrops     = metric("drops_total", "Packets dropped, by the port they arrived on (verdicts and receive errors) or were sent to (transmit errors), and reason.", "port", "reason")
 	mOffload   = metric("port_offload_total", "Offload work on the port: GSO packets received whole (gso_in) or written whole (gso_out), GSO packets segmented in software (segmented) and the segments written (segments), checksums finished in software (csum_finished), GSO packets built by GRO (coalesced) and the packets they carried (coalesced_segs).", "port", "kind")
+	mKernel    = metric("port_kernel_total", "The port's device as the kernel counts it since the switch opened it, guest side: packets the guest sent (tx_packets) and those its full queue dropped before softnet saw them (tx_dropped), packets delivered to the guest (rx_packets) and dropped there (rx_dropped), errors.", "port", "counter")
 	mPool      = metric("pool_buffers", "Packet buffers of the pool by state: in use, waiting on a remote-free list, or free.", "state")
 	mCache     = metric("cache_events_total", "Per-worker buffer cache events, summed: hits and misses of gets, refills from and flushes to the shared depot, gets that found the pool exhausted, remote frees.", "kind")
 	mRounds    = metric("worker_rounds_total", "Poll rounds of the worker that found packets (busy) or none (idle).", "worker", "kind")
 	mSleeps    = metric("worker_sleeps_total", "Times the worker went to sleep waiting for packets.", "worker")
 	mStarved   = metric("worker_starved_total", "Rounds in which the worker found the pool empty and waited for buffers.", "worker")
 	mPanics    = metric("worker_program_panics_total", "Program panics on the worker; each cost a batch.", "worker")
+	mLearned   = metric("learned_entries", "Entries of the learned table: hosts of the L3 forwarder (TUN ports) or stations of the bridge (TAP ports).", "table")
+	mLearning  = metric("learning_total", "Learning events: new entries (learned), entries that moved to another port (moved), moves refused within the hold time or by policy (moves_refused), sources not learned because the table or the port's share was full (table_full) or the port may not send from them (not_allowed), entries aged out (aged).", "table", "kind")
 )
 
 // collector turns a switch's statistics into metrics when scraped. It
@@ -40,7 +43,7 @@ var (
 type collector struct{ sw *vswitch.Switch }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mPool, mCache, mRounds, mSleeps, mStarved, mPanics} {
+	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
 		ch <- d
 	}
 }
@@ -77,6 +80,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				{"csum_finished", d.CsumFinished}, {"coalesced", d.Coalesced}, {"coalesced_segs", d.CoalescedSegs}} {
 				counter(mOffload, k.v, p.Name, k.kind)
 			}
+			if k := d.Kernel; k != nil {
+				counter(mKernel, k.TxPackets, p.Name, "tx_packets")
+				counter(mKernel, k.TxDropped, p.Name, "tx_dropped")
+				counter(mKernel, k.RxPackets, p.Name, "rx_packets")
+				counter(mKernel, k.RxDropped, p.Name, "rx_dropped")
+				counter(mKernel, k.RxErrors+k.TxErrors, p.Name, "errors")
+			}
 		}
 		for r, n := range drops {
 			if n > 0 {
@@ -93,6 +103,24 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		v    uint64
 	}{{"hit", b.Hits}, {"miss", b.Misses}, {"refill", b.Refills}, {"flush", b.Flushes}, {"exhausted", b.Exhausted}, {"remote_free", b.RemoteFrees}} {
 		counter(mCache, k.v, k.kind)
+	}
+	if l := st.Learning; l != nil {
+		gauge(mLearned, float64(l.Hosts), "hosts")
+		for _, k := range []struct {
+			kind string
+			v    uint64
+		}{{"learned", l.Learned}, {"moved", l.Moved}, {"moves_refused", l.MovesRefused}, {"table_full", l.Full}, {"not_allowed", l.NotAllowed}, {"aged", l.Aged}} {
+			counter(mLearning, k.v, "hosts", k.kind)
+		}
+	}
+	if b := st.Bridge; b != nil {
+		gauge(mLearned, float64(b.Stations), "stations")
+		for _, k := range []struct {
+			kind string
+			v    uint64
+		}{{"learned", b.Learned}, {"moved", b.Moved}, {"moves_refused", b.MovesRefused}, {"table_full", b.Full}, {"aged", b.Aged}} {
+			counter(mLearning, k.v, "stations", k.kind)
+		}
 	}
 	for i, w := range st.Workers {
 		id := strconv.Itoa(i)

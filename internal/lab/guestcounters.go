@@ -8,48 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
-
 	"softnet.dev/internal/netns"
+	"softnet.dev/tun"
 )
-
-// devCounter reads a device's kernel counters in a guest's namespace,
-// through a netlink socket opened there once.
-type devCounter struct {
-	h   *netlink.Handle
-	dev string
-}
-
-func openDevCounter(g *guest) (*devCounter, error) {
-	nsh, err := vnetns.GetFromName(g.ns)
-	if err != nil {
-		return nil, fmt.Errorf("network namespace %s: %w", g.ns, err)
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", g.ns, err)
-	}
-	return &devCounter{h: h, dev: g.dev}, nil
-}
-
-// stats returns the device's counters. On the guest's side of a veth or
-// a TUN/TAP device, RX is what the datapath delivered to the guest and TX
-// dropped what the guest sent that the datapath did not take in time.
-func (c *devCounter) stats() (*netlink.LinkStatistics, error) {
-	l, err := c.h.LinkByName(c.dev)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.dev, err)
-	}
-	st := l.Attrs().Statistics
-	if st == nil {
-		return nil, fmt.Errorf("%s: no statistics", c.dev)
-	}
-	return st, nil
-}
-
-func (c *devCounter) close() { c.h.Close() }
 
 // udpRcvbufErrors returns the UDP datagrams (IPv4 and IPv6) the guest's
 // kernel dropped because the receiving socket's buffer was full. The
@@ -117,28 +78,32 @@ func parseSNMP6(data []byte, name string) (uint64, error) {
 
 // guestCounters are the guests' own view of a transfer: what reached the
 // receiving device, what the sending device could not hand on, and what
-// the receiving sockets had no room for.
+// the receiving sockets had no room for. The devices' counters are read
+// as the switch reports them (tun.LinkCounters, the numbers of
+// tun.Device.KernelStats), on veth and TUN/TAP guests alike: on the
+// guest's side, RX is what the datapath delivered to the guest and TX
+// dropped what the guest sent that the datapath did not take in time.
 type guestCounters struct {
-	a, b *devCounter
+	a, b *tun.LinkCounters
 	bNS  string
 }
 
 func openGuestCounters(p *guestPair) (*guestCounters, error) {
-	a, err := openDevCounter(p.a)
+	a, err := tun.OpenLinkCounters(p.a.ns, p.a.dev)
 	if err != nil {
 		return nil, err
 	}
-	b, err := openDevCounter(p.b)
+	b, err := tun.OpenLinkCounters(p.b.ns, p.b.dev)
 	if err != nil {
-		a.close()
+		a.Close()
 		return nil, err
 	}
 	return &guestCounters{a: a, b: b, bNS: p.b.ns}, nil
 }
 
 func (g *guestCounters) close() {
-	g.a.close()
-	g.b.close()
+	g.a.Close()
+	g.b.Close()
 }
 
 // guestSample is one reading of guestCounters; ok is false if any read
@@ -149,8 +114,8 @@ type guestSample struct {
 }
 
 func (g *guestCounters) sample() guestSample {
-	sa, errA := g.a.stats()
-	sb, errB := g.b.stats()
+	sa, errA := g.a.Read()
+	sb, errB := g.b.Read()
 	rcv, errR := udpRcvbufErrors(g.bNS)
 	if errA != nil || errB != nil || errR != nil {
 		return guestSample{}

@@ -9,6 +9,7 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/program"
 	"softnet.dev/tun"
 )
 
@@ -25,12 +26,20 @@ type Report struct {
 	Devices []DeviceStats `json:"devices"`
 	// Services are the built-in services' counters.
 	Services []ServiceStats `json:"services,omitempty"`
+	// Learning is the L3 forwarder's (TUN ports), Bridge the bridge's
+	// (TAP ports): what they learned and refused to learn.
+	Learning *program.LearnStats  `json:"learning,omitempty"`
+	Bridge   *program.BridgeStats `json:"bridge,omitempty"`
 }
 
-// DeviceStats are one device's counters.
+// DeviceStats are one device's counters: softnet's, and the kernel's own
+// since the switch opened it (nil if they could not be read, a deleted
+// device's, with KernelErr saying why).
 type DeviceStats struct {
 	Port string `json:"port"`
 	tun.Stats
+	Kernel    *tun.KernelStats `json:"kernel,omitempty"`
+	KernelErr string           `json:"kernel_error,omitempty"`
 }
 
 func newReport(s engine.Stats) *Report {
@@ -74,6 +83,31 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !any {
 		fmt.Fprintln(w, "  none")
 	}
+	// Per port, the verdicts' drops: where spoofing (IP_RPFILTER,
+	// MAC_SPOOF, ...) came from.
+	for _, p := range r.Ports {
+		if p.Drops.Total() == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  from %s:", p.Name)
+		for reason, n := range p.Drops {
+			if n > 0 {
+				fmt.Fprintf(w, " %s %d", drop.Reason(reason), n)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if l := r.Learning; l != nil {
+		fmt.Fprintf(w, "\nlearned hosts: %d now; %d learned, %d moved, %d moves refused, %d not learned (table full), %d not allowed, %d aged out\n",
+			l.Hosts, l.Learned, l.Moved, l.MovesRefused, l.Full, l.NotAllowed, l.Aged)
+	}
+	if b := r.Bridge; b != nil {
+		fmt.Fprintf(w, "\nbridge stations: %d now; %d learned, %d moved, %d moves refused, %d not learned (table or port share full), %d aged out\n",
+			b.Stations, b.Learned, b.Moved, b.MovesRefused, b.Full, b.Aged)
+	}
+	if err := r.writeKernel(w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "\noffloads:")
 	for _, d := range r.Devices {
 		fmt.Fprintf(w, "  %s: GSO in %d, GSO out %d, segmented %d into %d, checksums finished %d, coalesced %d from %d packets\n",
@@ -89,4 +123,24 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "leak check: %s\n", r.Leak)
 	}
 	return nil
+}
+
+// writeKernel prints the devices' kernel counters, guest side: what each
+// guest sent that its device's queue had no room for never reached
+// softnet, and shows only here.
+func (r *Report) writeKernel(w io.Writer) error {
+	if len(r.Devices) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\ndevices, as the kernel counts them (TX: from the guest toward softnet; TX dropped: the device's queue was full):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  port\ttx packets\ttx dropped\trx packets\trx dropped\terrors")
+	for _, d := range r.Devices {
+		if k := d.Kernel; k != nil {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\n", d.Port, k.TxPackets, k.TxDropped, k.RxPackets, k.RxDropped, k.RxErrors+k.TxErrors)
+		} else {
+			fmt.Fprintf(tw, "  %s\tunknown: %s\n", d.Port, d.KernelErr)
+		}
+	}
+	return tw.Flush()
 }
