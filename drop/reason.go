@@ -27,7 +27,23 @@ const (
 	SocketRcvBuff                // a local consumer's receive ring is full
 	IPTTL                        // the IP TTL or hop limit expired
 	IPCsum                       // the IPv4 header checksum is wrong
-	NumReasons                   // the number of reasons; not a reason
+	// IPRPFilter: the source address is not allowed on the ingress port
+	// (strict reverse-path filtering, the kernel's rp_filter=1).
+	IPRPFilter
+	// MACSpoof: the source MAC is not one the ingress port may use
+	// (port security's MAC lock; libvirt's no-mac-spoofing).
+	MACSpoof
+	// ARPSpoof: an ARP packet claims an address or MAC the ingress port
+	// may not use (libvirt's no-arp-spoofing).
+	ARPSpoof
+	// NDiscSpoof: an IPv6 neighbour advertisement or solicitation claims
+	// a target address or link-layer address the ingress port may not
+	// use (no-arp-spoofing for NDP; the kernel's IPV6_NDISC_* family).
+	NDiscSpoof
+	// DHCPServer: a DHCP or DHCPv6 server (or relay) message from a port
+	// not allowed to run one (a rogue DHCP server).
+	DHCPServer
+	NumReasons // the number of reasons; not a reason
 )
 
 var reasonNames = [NumReasons]string{
@@ -50,6 +66,11 @@ var reasonNames = [NumReasons]string{
 	SocketRcvBuff:  "SOCKET_RCVBUFF",
 	IPTTL:          "IP_TTL",
 	IPCsum:         "IP_CSUM",
+	IPRPFilter:     "IP_RPFILTER",
+	MACSpoof:       "MAC_SPOOF",
+	ARPSpoof:       "ARP_SPOOF",
+	NDiscSpoof:     "IPV6_NDISC_SPOOF",
+	DHCPServer:     "DHCP_SERVER",
 }
 
 // String returns the kernel-style name, such as "HDR_TRUNC".

@@ -20,10 +20,11 @@
 //     applications sent through w, so sent packets cross the datapath like
 //     any other.
 //
-// For every (endpoint, worker) pair there are exactly four single-producer
-// single-consumer rings: receive (worker → application, views), refill
-// (application → worker, releases), fill (worker → application, empty
-// send buffers) and send (application → worker). Besides them, the worker
+// For every (endpoint, worker) pair there are two single-producer
+// single-consumer rings: receive (worker → application, views) and refill
+// (application → worker, releases). The endpoint's home worker has two
+// more: fill (worker → application, empty send buffers) and send
+// (application → worker). Besides them, the worker
 // shares with the application only a table of frames by buffer id, which
 // it writes once per buffer and the application only reads. A view
 // crosses the receive ring as a buffer id, a generation and offsets into

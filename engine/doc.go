@@ -2,6 +2,11 @@
 // queues of every port, run a chain of batch programs over each burst and
 // submit egress once per batch per port.
 //
+// New takes a Config (the buffer pool, the worker count, the program chain,
+// local consumers and pollers) and the ports; Start runs the workers, Stop
+// stops them, and Close closes the engine and its ports. Stats reads
+// per-worker and per-port counters at any time.
+//
 // Each worker owns a buffer.Cache, one RX queue of every port it serves
 // and one TX queue of every port, so the hot path takes no lock. A round
 // drains the worker's deferred-free list, then polls each RX queue for up
@@ -24,6 +29,15 @@
 // state that belongs to one OS thread: a worker serving one locks its
 // goroutine to its thread, attaches them before its first round and
 // detaches them, taking back every buffer they lent, after its last.
+//
+// Fair share: every RX queue gets the same budget per round, so a port
+// that always has packets (a guest flooding at full rate) takes at most
+// Config.Batch of them per round and the other ports are polled in
+// between. A round dispatches every packet it received before it polls
+// the next queue, so what a port holds of the pool is one batch plus
+// what its packets wait in bounded places: egress rings (a TUN write is
+// synchronous and holds nothing) and local consumers, which bound what
+// they hold (package endpoint's per-endpoint quota).
 //
 // A program that panics loses its batch: every packet of it is dropped
 // with drop.Prog and the worker keeps running. A port whose queue returns

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"softnet.dev/buffer"
 	"softnet.dev/port"
@@ -16,6 +17,10 @@ type Engine struct {
 	cfg     Config
 	ports   []*portState
 	workers []*worker
+	// epoch is when Batch.Now is 0, the same for every worker, so that
+	// times programs store (a table entry's last-seen) compare across
+	// workers and with Now.
+	epoch time.Time
 
 	mu      sync.Mutex // serializes Start, Stop and Close
 	running bool
@@ -48,7 +53,7 @@ func New(cfg Config, ports ...port.Port) (*Engine, error) {
 	if len(ports) == 0 {
 		return nil, fmt.Errorf("engine: no ports")
 	}
-	e := &Engine{cfg: cfg}
+	e := &Engine{cfg: cfg, epoch: time.Now()}
 	names := map[string]bool{}
 	for i, p := range ports {
 		info := p.Info()
@@ -182,6 +187,12 @@ func (e *Engine) Err(portIndex int) error {
 	defer p.mu.Unlock()
 	return p.err
 }
+
+// Now returns the engine's clock as programs see it in Batch.Now:
+// monotonic nanoseconds since New. Workers read it once per few dozen
+// rounds and after sleeping, never per packet; Now is for the control
+// side, such as calling a program's Age.
+func (e *Engine) Now() int64 { return int64(time.Since(e.epoch)) }
 
 // Pool returns the engine's buffer pool.
 func (e *Engine) Pool() *buffer.Pool { return e.cfg.Pool }

@@ -65,7 +65,7 @@ func newWorker(e *Engine, index int) (*worker, error) {
 		txqs:     make([]port.TxQueue, len(e.ports)),
 		egress:   cacheline.Make[[]*buffer.Buf](len(e.ports), len(e.ports)),
 		local:    cacheline.Make[[]*buffer.Buf](len(cfg.Consumers), len(cfg.Consumers)),
-		epoch:    time.Now(),
+		epoch:    e.epoch,
 		ctr:      cacheline.Make[uint64](numCounters(len(e.ports)), numCounters(len(e.ports))),
 		pub:      counter.NewPublished(numCounters(len(e.ports))),
 		panicked: map[string]bool{},

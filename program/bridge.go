@@ -24,6 +24,17 @@ type BridgeConfig struct {
 	// stations are not learned and frames to them are flooded, so a guest
 	// that sends from random MACs costs bandwidth but no memory.
 	MaxEntries int
+	// MaxPerPort bounds the stations learned on any one port (default a
+	// quarter of MaxEntries), so that a port flooding random source MACs
+	// fills its share, not the table: the other ports keep learning, and
+	// the entries learned on them are never displaced.
+	MaxPerPort int
+	// MoveHold is how long a station stays on its port before a frame
+	// from another port may move it (default DefaultMoveHold): a guest
+	// sending from a neighbour's MAC diverts at most what follows one
+	// move per hold time, not the neighbour's traffic for good, while a
+	// station that really moved is found on its new port within it.
+	MoveHold time.Duration
 }
 
 // Bridge is an L2 learning bridge: it learns each frame's source MAC on
@@ -54,6 +65,8 @@ type Bridge struct {
 	ageing     int64 // ns
 	refresh    int64 // ns: how stale an entry's last-seen time may get
 	maxEntries int
+	maxPerPort int
+	moveHold   int64 // ns
 
 	mu sync.Mutex // serializes writers
 	// fdb is the forwarding table, read by workers without locks.
@@ -61,21 +74,32 @@ type Bridge struct {
 	// clock is the latest Batch.Now seen, kept within refresh, so that
 	// Table can report ages without being given the time.
 	clock atomic.Int64
-	// fullUntil is when to try learning again after the table was found
-	// full with nothing to age out: until then new stations are not even
-	// looked at, so a flood of random source MACs does not take the
-	// writer lock once per frame.
+	// fullUntil is when to try learning again after the table, or a
+	// port's share of it, was found full with nothing to age out: until
+	// then new stations are not even looked at, so a flood of random
+	// source MACs does not take the writer lock once per frame.
 	fullUntil atomic.Int64
+	stats     bridgeStats
 }
 
 // fdb is an immutable snapshot of the forwarding table. The entries are
 // shared between snapshots; only their last-seen times change.
 type fdb struct {
 	entries map[[6]byte]*fdbEntry
+	perPort map[int]int // entries by port
+}
+
+func newFDB(entries map[[6]byte]*fdbEntry) *fdb {
+	t := &fdb{entries: entries, perPort: map[int]int{}}
+	for _, e := range entries {
+		t.perPort[e.port]++
+	}
+	return t
 }
 
 type fdbEntry struct {
-	port int // fixed: a station that moves gets a new entry
+	port  int   // fixed: a station that moves gets a new entry
+	since int64 // when the station was learned on port
 	// seen is when the station last sent, refreshed at most once per
 	// refresh interval: writing it for every frame would bounce its cache
 	// line between workers.
@@ -90,12 +114,20 @@ func NewBridge(cfg BridgeConfig) *Bridge {
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = DefaultMaxEntries
 	}
+	if cfg.MaxPerPort <= 0 {
+		cfg.MaxPerPort = max(cfg.MaxEntries/4, 1)
+	}
+	if cfg.MoveHold <= 0 {
+		cfg.MoveHold = DefaultMoveHold
+	}
 	br := &Bridge{
 		ageing:     int64(cfg.AgeingTime),
 		refresh:    min(int64(time.Second), max(int64(cfg.AgeingTime)/4, 1)),
 		maxEntries: cfg.MaxEntries,
+		maxPerPort: min(cfg.MaxPerPort, cfg.MaxEntries),
+		moveHold:   int64(cfg.MoveHold),
 	}
-	br.fdb.Store(&fdb{entries: map[[6]byte]*fdbEntry{}})
+	br.fdb.Store(newFDB(map[[6]byte]*fdbEntry{}))
 	return br
 }
 
@@ -111,6 +143,7 @@ func (br *Bridge) Run(b *Batch) {
 	br.tick(now)
 	t := br.fdb.Load()
 	var learned pending[[6]byte]
+	var refused, held uint64
 	for i := range b.Len() {
 		h, ok := b.Undecided(i)
 		if !ok {
@@ -120,7 +153,7 @@ func (br *Bridge) Run(b *Batch) {
 			b.Verdicts[i] = DropVerdict(drop.InvalidProto)
 			continue
 		}
-		if br.mustLearn(t, h.Src, b.Ingress, now) && learned.add(h.Src) {
+		if br.mustLearn(t, h.Src, b.Ingress, now, &refused, &held) && learned.add(h.Src) {
 			br.commit(&learned, b.Ingress, now)
 			t = br.fdb.Load()
 		}
@@ -142,6 +175,12 @@ func (br *Bridge) Run(b *Batch) {
 	if learned.n > 0 {
 		br.commit(&learned, b.Ingress, now)
 	}
+	if refused > 0 {
+		br.stats.full.Add(refused)
+	}
+	if held > 0 {
+		br.stats.refused.Add(held)
+	}
 }
 
 func (br *Bridge) expired(e *fdbEntry, now int64) bool {
@@ -149,8 +188,10 @@ func (br *Bridge) expired(e *fdbEntry, now int64) bool {
 }
 
 // mustLearn refreshes a known station in place and reports whether src
-// needs the writer: a new station, or one that moved to port.
-func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64) bool {
+// needs the writer: a new station, or one that moved to port. It counts
+// in refused the new stations it skips because the table or the port's
+// share is full, and in held the moves within the move hold.
+func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64, refused, held *uint64) bool {
 	e := t.entries[src]
 	if e != nil && e.port == port {
 		// Also revives an expired entry that was not purged yet. Workers'
@@ -160,7 +201,12 @@ func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64) bool {
 		}
 		return false
 	}
-	if e == nil && len(t.entries) >= br.maxEntries && now < br.fullUntil.Load() {
+	if e != nil && !br.expired(e, now) && now-e.since < br.moveHold {
+		*held++
+		return false
+	}
+	if e == nil && (len(t.entries) >= br.maxEntries || t.perPort[port] >= br.maxPerPort) && now < br.fullUntil.Load() {
+		*refused++
 		return false
 	}
 	return true

@@ -3,6 +3,7 @@ package program
 import (
 	"bytes"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,10 +21,10 @@ func (br *Bridge) commit(l *pending[[6]byte], port int, now int64) {
 	defer func() { l.n = 0 }()
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	cur := br.fdb.Load().entries
+	cur := br.fdb.Load()
 	news, moves := 0, 0
 	for _, mac := range l.keys[:l.n] {
-		switch e := cur[mac]; {
+		switch e := cur.entries[mac]; {
 		case e == nil:
 			news++
 		case e.port != port:
@@ -33,42 +34,62 @@ func (br *Bridge) commit(l *pending[[6]byte], port int, now int64) {
 	if news+moves == 0 {
 		return
 	}
-	if moves == 0 && len(cur) >= br.maxEntries && !br.anyExpired(cur, now) {
+	full := len(cur.entries) >= br.maxEntries || cur.perPort[port] >= br.maxPerPort
+	if moves == 0 && full && !br.anyExpired(cur.entries, now) {
 		// Full, and copying would free nothing: refuse without a copy
 		// and let workers skip new stations for a while.
+		br.stats.full.Add(uint64(news))
 		br.fullUntil.Store(now + br.refresh)
 		return
 	}
 	// Copying is when purging aged-out entries costs nothing extra.
-	next := br.live(cur, now, len(cur)+news)
-	refused := false
+	next := br.live(cur.entries, now, len(cur.entries)+news)
+	refused := 0
 	for _, mac := range l.keys[:l.n] {
-		e := next[mac]
+		e := next.entries[mac]
 		if e != nil && e.port == port {
 			continue
 		}
-		if e == nil && len(next) >= br.maxEntries {
-			refused = true
+		if e != nil && now-e.since < br.moveHold {
+			br.stats.refused.Add(1) // moved by another worker meanwhile
 			continue
 		}
-		e = &fdbEntry{port: port}
+		if e == nil && (len(next.entries) >= br.maxEntries || next.perPort[port] >= br.maxPerPort) {
+			refused++
+			continue
+		}
+		if e != nil {
+			next.perPort[e.port]--
+			br.stats.moved.Add(1)
+		} else {
+			br.stats.learned.Add(1)
+		}
+		e = &fdbEntry{port: port, since: now}
 		e.seen.Store(now)
-		next[mac] = e
+		next.entries[mac] = e
+		next.perPort[port]++
 	}
-	br.fdb.Store(&fdb{entries: next})
-	if refused {
+	br.fdb.Store(next)
+	if refused > 0 {
+		br.stats.full.Add(uint64(refused))
 		br.fullUntil.Store(now + br.refresh)
 	}
 }
 
-// live returns a new map of cur's entries that have not expired at now.
-func (br *Bridge) live(cur map[[6]byte]*fdbEntry, now int64, size int) map[[6]byte]*fdbEntry {
-	next := make(map[[6]byte]*fdbEntry, size)
+// live returns a new table of cur's entries that have not expired at
+// now, and counts the others as aged.
+func (br *Bridge) live(cur map[[6]byte]*fdbEntry, now int64, size int) *fdb {
+	next := &fdb{entries: make(map[[6]byte]*fdbEntry, size), perPort: map[int]int{}}
+	aged := 0
 	for mac, e := range cur {
-		if !br.expired(e, now) {
-			next[mac] = e
+		if br.expired(e, now) {
+			aged++
+		} else {
+			next.entries[mac] = e
+			next.perPort[e.port]++
 		}
 	}
+	br.stats.aged.Add(uint64(aged))
 	return next
 }
 
@@ -90,7 +111,7 @@ func (br *Bridge) Age(now int64) {
 	defer br.mu.Unlock()
 	cur := br.fdb.Load().entries
 	if br.anyExpired(cur, now) {
-		br.fdb.Store(&fdb{entries: br.live(cur, now, len(cur))})
+		br.fdb.Store(br.live(cur, now, len(cur)))
 		br.fullUntil.Store(0)
 	}
 }
@@ -113,6 +134,37 @@ func (br *Bridge) Table() []BridgeEntry {
 func (br *Bridge) Flush() {
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	br.fdb.Store(&fdb{entries: map[[6]byte]*fdbEntry{}})
+	br.fdb.Store(newFDB(map[[6]byte]*fdbEntry{}))
 	br.fullUntil.Store(0)
+}
+
+// bridgeStats are the bridge's learning counters.
+type bridgeStats struct {
+	learned, moved, refused, full, aged atomic.Uint64
+}
+
+// BridgeStats count what a bridge learned and refused to learn.
+type BridgeStats struct {
+	Stations int    `json:"stations"` // in the table now, aged-out ones not yet purged included
+	Learned  uint64 `json:"learned"`  // new stations
+	Moved    uint64 `json:"moved"`    // stations that moved to another port
+	// MovesRefused counts frames from a station learned on another port
+	// within the move hold time: they did not move it.
+	MovesRefused uint64 `json:"moves_refused"`
+	// Full counts source MACs not learned because the table, or the
+	// ingress port's share of it, was full.
+	Full uint64 `json:"table_full"`
+	Aged uint64 `json:"aged"` // entries removed after the ageing time
+}
+
+// Stats returns the learning counters.
+func (br *Bridge) Stats() BridgeStats {
+	return BridgeStats{
+		Stations:     len(br.fdb.Load().entries),
+		Learned:      br.stats.learned.Load(),
+		Moved:        br.stats.moved.Load(),
+		MovesRefused: br.stats.refused.Load(),
+		Full:         br.stats.full.Load(),
+		Aged:         br.stats.aged.Load(),
+	}
 }

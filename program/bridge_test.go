@@ -43,11 +43,21 @@ func TestBridgeLearnsAndForwards(t *testing.T) {
 	wantVerdicts(t, b, RedirectVerdict(2), DropVerdict(drop.NoRoute))
 	wantTable(t, br, BridgeEntry{MAC: mac(1), Port: 1}, BridgeEntry{MAC: mac(2), Port: 2}, BridgeEntry{MAC: mac(4), Port: 1})
 
-	// A station that moves is found on its new port.
-	br.Run(e.batch(packet.L2, 3, 0, frame(packet.Broadcast, mac(1))))
-	b = e.batch(packet.L2, 2, 0, frame(mac(1), mac(2)))
+	// A frame from the station on another port within the move hold
+	// does not move it (a guest sending from its neighbour's MAC) ...
+	br.Run(e.batch(packet.L2, 3, int64(DefaultMoveHold)/2, frame(packet.Broadcast, mac(1))))
+	b = e.batch(packet.L2, 2, int64(DefaultMoveHold)/2, frame(mac(1), mac(2)))
+	br.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(1))
+	// ... after it, the station that moved is found on its new port.
+	now := int64(2 * DefaultMoveHold)
+	br.Run(e.batch(packet.L2, 3, now, frame(packet.Broadcast, mac(1))))
+	b = e.batch(packet.L2, 2, now, frame(mac(1), mac(2)))
 	br.Run(b)
 	wantVerdicts(t, b, RedirectVerdict(3))
+	if st := br.Stats(); st.Moved != 1 || st.MovesRefused != 1 {
+		t.Errorf("stats %+v, want 1 move and 1 refused", st)
+	}
 
 	br.Flush()
 	wantTable(t, br)
@@ -140,7 +150,7 @@ func TestBridgeInvalidSources(t *testing.T) {
 func TestBridgeTableFull(t *testing.T) {
 	e := newPktEnv(t)
 	const s = int64(time.Second)
-	br := NewBridge(BridgeConfig{MaxEntries: 2, AgeingTime: 10 * time.Second})
+	br := NewBridge(BridgeConfig{MaxEntries: 2, MaxPerPort: 2, AgeingTime: 10 * time.Second, MoveHold: 1})
 	br.Run(e.batch(packet.L2, 1, 0, frame(packet.Broadcast, mac(1)), frame(packet.Broadcast, mac(11))))
 	b := e.batch(packet.L2, 2, 0, frame(mac(1), mac(2)), frame(mac(1), mac(2)))
 	br.Run(b)
@@ -161,4 +171,53 @@ func TestBridgeTableFull(t *testing.T) {
 	br.Run(b)
 	wantVerdicts(t, b, RedirectVerdict(2))
 	wantTable(t, br, BridgeEntry{MAC: mac(1), Port: 1}, BridgeEntry{MAC: mac(2), Port: 2})
+}
+
+// A port flooding random source MACs fills its share of the table, not
+// the table: the others keep their entries and keep learning.
+func TestBridgePerPortShare(t *testing.T) {
+	e := newPktEnv(t)
+	const s = int64(time.Second)
+	br := NewBridge(BridgeConfig{MaxEntries: 8, MaxPerPort: 3, AgeingTime: 10 * time.Second})
+	br.Run(e.batch(packet.L2, 1, 0, frame(packet.Broadcast, mac(1)), frame(packet.Broadcast, mac(2))))
+	for round := range 4 {
+		var flood []func([]byte) int
+		for i := range 40 {
+			flood = append(flood, frame(mac(1), mac(byte(100+i))))
+		}
+		b := e.batch(packet.L2, 9, int64(round)*s, flood...)
+		br.Run(b)
+		for i := range flood { // the flooder's frames still reach port 1's station
+			if b.Verdicts[i] != RedirectVerdict(1) {
+				t.Fatalf("round %d frame %d: %v", round, i, b.Verdicts[i])
+			}
+		}
+	}
+	on := map[int]int{}
+	for _, en := range br.Table() {
+		on[en.Port]++
+	}
+	if on[9] != 3 || on[1] != 2 {
+		t.Fatalf("stations by port %v, want 3 on the flooding port and port 1's 2", on)
+	}
+	// Another port still learns, and port 1's stations still forward.
+	br.Run(e.batch(packet.L2, 2, 4*s, frame(packet.Broadcast, mac(50))))
+	b := e.batch(packet.L2, 1, 4*s, frame(mac(50), mac(1)), frame(mac(2), mac(1)))
+	br.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(2), DropVerdict(drop.NoRoute))
+	st := br.Stats()
+	// Every flood frame but the 3 learned ones' is refused, every round.
+	if st.Stations != 6 || st.Full != 37*4 || st.Learned != 6 {
+		t.Errorf("stats %+v, want 6 stations, 6 learned, %d refused", st, 37*4)
+	}
+	// Once the flooder's stations age out, its share is free again.
+	br.Run(e.batch(packet.L2, 1, 12*s, frame(packet.Broadcast, mac(1))))
+	br.Run(e.batch(packet.L2, 9, 14*s, frame(packet.Broadcast, mac(200))))
+	on = map[int]int{}
+	for _, en := range br.Table() {
+		on[en.Port]++
+	}
+	if on[9] != 1 {
+		t.Errorf("stations by port %v after ageing, want 1 on port 9", on)
+	}
 }

@@ -142,7 +142,13 @@ func nsFrame(from [6]byte, src, target string) func([]byte) int {
 // (RFC 4861, 4.4): solicited and override flags, the target, and the
 // target link-layer address option.
 func naFrame(from, to [6]byte, src, dst string) func([]byte) int {
-	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	return naClaim(from, to, src, dst, src, from)
+}
+
+// naClaim is a neighbour advertisement from src claiming that target is
+// at lla.
+func naClaim(from, to [6]byte, src, dst, target string, lla [6]byte) func([]byte) int {
+	s, d, tg := netip.MustParseAddr(src), netip.MustParseAddr(dst), netip.MustParseAddr(target)
 	return ether(to, from, packet.EtherTypeIPv6, func(b []byte) int {
 		const icmpLen = 32
 		n := packet.PutIPv6(b, s, d, packet.ProtoICMPv6, 255, icmpLen)
@@ -150,10 +156,10 @@ func naFrame(from, to [6]byte, src, dst string) func([]byte) int {
 		clear(icmp)
 		icmp[0] = 136  // neighbour advertisement
 		icmp[4] = 0x60 // solicited, override
-		a := s.As16()  // the target is the advertiser itself
+		a := tg.As16()
 		copy(icmp[8:], a[:])
 		icmp[24], icmp[25] = 2, 1 // target link-layer address, 8 bytes
-		copy(icmp[26:32], from[:])
+		copy(icmp[26:32], lla[:])
 		binary.BigEndian.PutUint16(icmp[2:], packet.Checksum(icmp, packet.PseudoHeaderChecksum(packet.ProtoICMPv6, s, d, icmpLen)))
 		return n + icmpLen
 	})

@@ -2,9 +2,11 @@ package program
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"softnet.dev/drop"
 	"softnet.dev/packet"
@@ -19,14 +21,23 @@ const (
 	DropUnknown                       // drop with drop.NoRoute, as a router would
 )
 
-// DefaultMaxLearned bounds L3Config.MaxLearned when it is zero.
-const DefaultMaxLearned = 16384
+// Defaults for the zero fields of an L3Config.
+const (
+	DefaultMaxLearned = 16384
+	// DefaultMoveHold is how long a learned host stays on its port
+	// before a packet from another port may move it: a host that really
+	// moved (a migrated VM) is reachable again within a second, while two
+	// guests claiming one address in turn move it at most once a second
+	// instead of on every packet.
+	DefaultMoveHold = time.Second
+)
 
 // L3Config configures an L3Forwarder. The zero value learns, floods
 // unknown destinations and leaves TTLs alone.
 type L3Config struct {
-	// Routes are the static routes, matched by longest prefix after the
-	// learned hosts.
+	// Routes are the static routes, matched by longest prefix before
+	// the learned hosts: an address a route covers is never learned, so
+	// no packet can divert traffic that a route sends elsewhere.
 	Routes []Route
 	// NoLearn turns off learning. By default the forwarder learns each
 	// packet's source address as a host on its ingress port, which is
@@ -35,9 +46,24 @@ type L3Config struct {
 	NoLearn bool
 	// MaxLearned bounds the learned hosts (default DefaultMaxLearned).
 	// Sources come from guests and may be spoofed: once the table is
-	// full, new hosts are not learned (and reach them by route or by the
-	// Unknown policy); hosts already learned can still move.
+	// full, new hosts are not learned (counted in LearnStats.Full; they
+	// are reached by the Unknown policy) while the hosts already learned
+	// keep working, until ageing makes room.
 	MaxLearned int
+	// AgeingTime is how long a learned host stays after its last packet
+	// (default DefaultAgeingTime).
+	AgeingTime time.Duration
+	// MoveHold is how long a learned host stays on its port before it
+	// may move to another (default DefaultMoveHold). Refused moves are
+	// counted, and the first of each address is logged.
+	MoveHold time.Duration
+	// Policy, if set, is the port security that runs before the
+	// forwarder: a source is learned on a port only if the port may send
+	// from it, and a host whose port's policy names it does not move to
+	// a port that allows it only by allow=any.
+	Policy *PortSecurity
+	// Log receives the forwarder's warnings (default: discarded).
+	Log *slog.Logger
 	// Unknown is the policy for unicast destinations with no entry.
 	Unknown UnknownPolicy
 	// DecrementTTL makes the forwarder act as a router: the TTL or hop
@@ -47,7 +73,7 @@ type L3Config struct {
 }
 
 // L3Forwarder forwards IP packets between ports by destination address:
-// learned hosts first, then static routes by longest prefix match. It is
+// static routes by longest prefix match first, then learned hosts. It is
 // meant for L3 (TUN) ports; on L2 ports it forwards the IP packets inside
 // the frames without rewriting their MAC addresses, and drops anything
 // else (ARP) with drop.UnhandledProto.
@@ -59,6 +85,11 @@ type L3Config struct {
 // decremented: they are link-local here (NDP requires hop limit 255 on
 // receipt, IGMP is sent with TTL 1), not routed.
 //
+// Learning cannot hijack: a learned host never shadows a route, moves
+// only where the policy allows it and at most once per MoveHold, and the
+// table is bounded, with ageing by Batch.Now (no clock is read per
+// packet).
+//
 // Workers read both tables lock-free through atomic pointers to immutable
 // snapshots; learning a host or changing a route copies the table under
 // a mutex and swaps it in.
@@ -67,16 +98,29 @@ type L3Forwarder struct {
 	maxLearned int
 	unknown    Verdict
 	decTTL     bool
+	ageing     int64 // ns
+	refresh    int64 // ns: how stale an entry's last-seen time may get
+	moveHold   int64 // ns
+	policy     *PortSecurity
+	log        *slog.Logger
 
 	mu     sync.Mutex // serializes writers of both tables
 	hosts  atomic.Pointer[hostTable]
 	routes atomic.Pointer[routeTable]
+	// clock is the latest Batch.Now seen, kept within refresh, for
+	// Learned.
+	clock atomic.Int64
+	// fullUntil is when to try learning again after the table was found
+	// full: until then new hosts are not even looked at, so a flood of
+	// random sources does not take the writer lock once per batch.
+	fullUntil atomic.Int64
+	stats     learnStats
 }
 
 // NewL3Forwarder returns a forwarder with cfg's routes, or an error
 // naming the first invalid route or setting.
 func NewL3Forwarder(cfg L3Config) (*L3Forwarder, error) {
-	f := &L3Forwarder{learn: !cfg.NoLearn, maxLearned: cfg.MaxLearned, decTTL: cfg.DecrementTTL}
+	f := &L3Forwarder{learn: !cfg.NoLearn, maxLearned: cfg.MaxLearned, decTTL: cfg.DecrementTTL, policy: cfg.Policy, log: cfg.Log}
 	switch cfg.Unknown {
 	case FloodUnknown:
 		f.unknown = FloodVerdict
@@ -90,6 +134,20 @@ func NewL3Forwarder(cfg L3Config) (*L3Forwarder, error) {
 	}
 	if f.maxLearned == 0 {
 		f.maxLearned = DefaultMaxLearned
+	}
+	if cfg.AgeingTime < 0 || cfg.MoveHold < 0 {
+		return nil, fmt.Errorf("program: negative AgeingTime %v or MoveHold %v", cfg.AgeingTime, cfg.MoveHold)
+	}
+	if cfg.AgeingTime == 0 {
+		cfg.AgeingTime = DefaultAgeingTime
+	}
+	if cfg.MoveHold == 0 {
+		cfg.MoveHold = DefaultMoveHold
+	}
+	f.ageing, f.moveHold = int64(cfg.AgeingTime), int64(cfg.MoveHold)
+	f.refresh = min(int64(time.Second), max(f.ageing/4, 1))
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
 	}
 	ports := make(map[netip.Prefix]int, len(cfg.Routes))
 	for _, r := range cfg.Routes {
@@ -112,13 +170,31 @@ func (f *L3Forwarder) Name() string { return "l3forward" }
 
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
+// mayLearnOn reports whether anything from port can be learned: not if
+// its policy allows only addresses the routes cover (the switch's
+// default), which spares every packet of the port two lookups.
+func (f *L3Forwarder) mayLearnOn(port int, routes *routeTable) bool {
+	if f.policy == nil {
+		return true
+	}
+	r := f.policy.port(port)
+	return r == nil || r.mayLearn(routes)
+}
+
 // Run implements Program.
 func (f *L3Forwarder) Run(b *Batch) {
 	// One snapshot per batch: every packet of the batch sees the same
 	// tables, and the atomic loads are paid once.
 	hosts := f.hosts.Load()
 	routes := f.routes.Load()
+	now := b.Now
+	f.tick(now)
+	learn := f.learn && f.mayLearnOn(b.Ingress, routes)
 	var learned pending[netip.Addr]
+	var counts learnCounts
+	// A burst is mostly a few flows: a source just found not to need
+	// learning is not looked up again for the next packets.
+	var settled netip.Addr
 	for i := range b.Len() {
 		h, ok := b.Undecided(i)
 		if !ok {
@@ -138,9 +214,13 @@ func (f *L3Forwarder) Run(b *Batch) {
 			b.Verdicts[i] = DropVerdict(drop.IPCsum)
 			continue
 		}
-		if f.learn && f.shouldLearn(hosts, h.SrcIP, b.Ingress) && learned.add(h.SrcIP) {
-			f.commit(&learned, b.Ingress)
-			hosts = f.hosts.Load()
+		if learn && h.SrcIP != settled {
+			if !f.shouldLearn(hosts, routes, h.SrcIP, b.Ingress, now, &counts) {
+				settled = h.SrcIP
+			} else if learned.add(h.SrcIP) {
+				f.commit(&learned, b.Ingress, now, &counts)
+				hosts = f.hosts.Load()
+			}
 		}
 
 		dst := h.DstIP
@@ -148,9 +228,11 @@ func (f *L3Forwarder) Run(b *Batch) {
 			b.Verdicts[i] = FloodVerdict
 			continue
 		}
-		port, found := hosts.lookup(dst)
+		port, found := routes.lookup(dst)
 		if !found {
-			port, found = routes.lookup(dst)
+			if e := hosts.lookup(dst); e != nil && !f.expired(e, now) {
+				port, found = e.port, true
+			}
 		}
 		v := f.unknown
 		if found {
@@ -167,6 +249,7 @@ func (f *L3Forwarder) Run(b *Batch) {
 		b.Verdicts[i] = v
 	}
 	if learned.n > 0 {
-		f.commit(&learned, b.Ingress)
+		f.commit(&learned, b.Ingress, now, &counts)
 	}
+	f.flush(&counts)
 }

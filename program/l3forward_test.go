@@ -2,11 +2,13 @@ package program
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"softnet.dev/drop"
 	"softnet.dev/packet"
@@ -81,12 +83,29 @@ func TestL3LongestPrefixMatch(t *testing.T) {
 	wantVerdicts(t, b, RedirectVerdict(3), RedirectVerdict(4), RedirectVerdict(5),
 		RedirectVerdict(7), RedirectVerdict(6), RedirectVerdict(8))
 
-	// A learned host beats the routes, even the longest.
-	b = e.batch(packet.L3, 9, 0, udp("10.1.2.50", "192.0.2.1"))
+	// Routes win: a packet from a routed address does not divert its
+	// traffic, and nothing is learned.
+	b = e.batch(packet.L3, 9, 0, udp("10.1.2.50", "192.0.2.1"), udp("2001:db8:1::50", "2001:db8:ffff::1"))
 	f.Run(b)
-	b = e.batch(packet.L3, 1, 0, udp("192.0.2.1", "10.1.2.50"), udp("192.0.2.1", "10.1.2.51"))
+	b = e.batch(packet.L3, 1, 0, udp("192.0.2.1", "10.1.2.50"), udp("2001:db8:ffff::1", "2001:db8:1::50"))
 	f.Run(b)
-	wantVerdicts(t, b, RedirectVerdict(9), RedirectVerdict(3))
+	wantVerdicts(t, b, RedirectVerdict(3), RedirectVerdict(7))
+	wantLearned(t, f, map[string]int{})
+}
+
+// A host learned before a route to it was added does not shadow the
+// route.
+func TestL3RouteAddedAfterLearning(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{})
+	f.Run(e.batch(packet.L3, 1, 0, udp("198.18.1.1", "198.18.2.1")))
+	wantLearned(t, f, map[string]int{"198.18.1.1": 1})
+	if err := f.AddRoute(Route{netip.MustParsePrefix("198.18.1.0/24"), 4}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.batch(packet.L3, 2, 0, udp("198.18.2.1", "198.18.1.1"))
+	f.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(4))
 }
 
 func TestL3RouteUpdates(t *testing.T) {
@@ -264,20 +283,70 @@ func TestL3BadIPv4HeaderChecksum(t *testing.T) {
 	wantVerdicts(t, b, DropVerdict(drop.IPCsum), RedirectVerdict(2))
 }
 
+// A host moves to another port only after the move hold time; moves
+// within it are refused, counted and logged once per address.
 func TestL3HostMoves(t *testing.T) {
 	e := newPktEnv(t)
-	f := newForwarder(t, L3Config{Routes: []Route{{netip.MustParsePrefix("10.0.0.0/8"), 7}}})
-	f.Run(e.batch(packet.L3, 1, 0, udp("10.0.0.1", "10.0.0.200")))
-	wantLearned(t, f, map[string]int{"10.0.0.1": 1})
-	f.Run(e.batch(packet.L3, 2, 0, udp("10.0.0.1", "10.0.0.200")))
-	wantLearned(t, f, map[string]int{"10.0.0.1": 2})
-	b := e.batch(packet.L3, 1, 0, udp("10.0.0.3", "10.0.0.1"))
-	f.Run(b)
-	wantVerdicts(t, b, RedirectVerdict(2))
+	var log strings.Builder
+	f := newForwarder(t, L3Config{Unknown: DropUnknown, MoveHold: time.Second, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	const ms = int64(time.Millisecond)
+	run := func(ingress int, now int64, src, dst string) *Batch {
+		b := e.batch(packet.L3, ingress, now, udp(src, dst))
+		f.Run(b)
+		return b
+	}
+	run(1, 0, "198.18.0.1", "198.18.0.200")
+	wantLearned(t, f, map[string]int{"198.18.0.1": 1})
+	for i := range 3 { // flapping within the hold: refused, the host stays
+		run(2, int64(100+i)*ms, "198.18.0.1", "198.18.0.200")
+		run(1, int64(200+i)*ms, "198.18.0.1", "198.18.0.200")
+	}
+	wantLearned(t, f, map[string]int{"198.18.0.1": 1})
+	wantVerdicts(t, run(3, 300*ms, "198.18.0.3", "198.18.0.1"), RedirectVerdict(1))
+	run(2, 1500*ms, "198.18.0.1", "198.18.0.200") // after the hold: moves
+	wantLearned(t, f, map[string]int{"198.18.0.1": 2, "198.18.0.3": 3})
+	wantVerdicts(t, run(3, 1600*ms, "198.18.0.3", "198.18.0.1"), RedirectVerdict(2))
+	run(1, 1700*ms, "198.18.0.1", "198.18.0.200") // and is held on its new port
+	wantLearned(t, f, map[string]int{"198.18.0.1": 2, "198.18.0.3": 3})
+
+	s := f.LearnStats()
+	if s.Learned != 2 || s.Moved != 1 || s.MovesRefused != 4 || s.Hosts != 2 {
+		t.Errorf("stats %+v, want 2 learned, 1 moved, 4 moves refused, 2 hosts", s)
+	}
+	if n := strings.Count(log.String(), "flaps"); n != 1 {
+		t.Errorf("flapping logged %d times, want once:\n%s", n, log.String())
+	}
 	f.FlushLearned()
-	b = e.batch(packet.L3, 1, 0, udp("10.0.0.3", "10.0.0.1"))
+	wantVerdicts(t, run(3, 1800*ms, "198.18.0.3", "198.18.0.1"), DropVerdict(drop.NoRoute))
+}
+
+// Hosts that went quiet age out: lookups ignore them at once, Age and
+// the next copy of the table free them, and a full table makes room.
+func TestL3Ageing(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{Unknown: DropUnknown, MaxLearned: 2, AgeingTime: 10 * time.Second})
+	const s = int64(time.Second)
+	f.Run(e.batch(packet.L3, 1, 0, udp("198.18.0.1", "198.18.0.9")))
+	f.Run(e.batch(packet.L3, 2, 0, udp("198.18.0.2", "198.18.0.9")))
+	// Full: a third host is not learned, and the known ones keep working.
+	b := e.batch(packet.L3, 3, 1*s, udp("198.18.0.3", "198.18.0.1"), udp("198.18.0.3", "198.18.0.2"))
 	f.Run(b)
-	wantVerdicts(t, b, RedirectVerdict(7))
+	wantVerdicts(t, b, RedirectVerdict(1), RedirectVerdict(2))
+	wantLearned(t, f, map[string]int{"198.18.0.1": 1, "198.18.0.2": 2})
+	if st := f.LearnStats(); st.Full == 0 {
+		t.Errorf("stats %+v: the refused host is not counted", st)
+	}
+	// 198.18.0.1 keeps sending, 198.18.0.2 goes quiet.
+	f.Run(e.batch(packet.L3, 1, 8*s, udp("198.18.0.1", "198.18.0.9")))
+	b = e.batch(packet.L3, 3, 12*s, udp("198.18.0.3", "198.18.0.2"), udp("198.18.0.3", "198.18.0.1"))
+	f.Run(b)
+	wantVerdicts(t, b, DropVerdict(drop.NoRoute), RedirectVerdict(1))
+	// The full table made room for 198.18.0.3 once 198.18.0.2 aged out.
+	wantLearned(t, f, map[string]int{"198.18.0.1": 1, "198.18.0.3": 3})
+	f.Age(30 * s)
+	if st := f.LearnStats(); st.Hosts != 0 || st.Aged != 3 {
+		t.Errorf("after Age: stats %+v, want 0 hosts, 3 aged", st)
+	}
 }
 
 func TestL3LearningLimits(t *testing.T) {
@@ -294,14 +363,18 @@ func TestL3LearningLimits(t *testing.T) {
 			want[src] = 3
 		}
 	}
-	fills = append(fills, udp("0.0.0.0", "255.255.255.255"), udp("::", "ff02::1:ff00:1"))
+	fills = append(fills, udp("0.0.0.0", "255.255.255.255"), udp("::", "ff02::1:ff00:1"), udp("fe80::1", "ff02::2"))
 	b := e.batch(packet.L3, 3, 0, fills...)
 	f.Run(b)
 	wantLearned(t, f, want)
-	// Full: new hosts are not learned, known ones still move.
-	f.Run(e.batch(packet.L3, 4, 0, udp("10.0.99.1", "192.0.2.1"), udp("10.0.0.1", "192.0.2.1")))
+	// Full: new hosts are not learned, known ones still move (after the
+	// move hold).
+	f.Run(e.batch(packet.L3, 4, int64(2*DefaultMoveHold), udp("10.0.99.1", "192.0.2.1"), udp("10.0.0.1", "192.0.2.1")))
 	want["10.0.0.1"] = 4
 	wantLearned(t, f, want)
+	if s := f.LearnStats(); s.Full == 0 || s.Moved != 1 {
+		t.Errorf("stats %+v: want refused new hosts counted and one move", s)
+	}
 }
 
 func TestL3MalformedLeavesTablesAlone(t *testing.T) {

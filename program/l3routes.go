@@ -94,6 +94,34 @@ func (t *routeTable) lookup(a netip.Addr) (int, bool) {
 	return 0, false
 }
 
+// covers reports whether one route holds all of p: a route whose prefix
+// is p or shorter and contains p's address.
+func (t *routeTable) covers(p netip.Prefix) bool {
+	a := p.Addr()
+	if a.Is4() {
+		x := ipv4Bits(a)
+		for _, bits := range t.lens4 {
+			if bits > p.Bits() {
+				continue
+			}
+			if _, ok := t.v4[ipv4RouteKey(x, bits)]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, bits := range t.lens6 {
+		if bits > p.Bits() {
+			continue
+		}
+		q, _ := a.Prefix(bits)
+		if _, ok := t.v6[q]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Routes returns a copy of the static routes, sorted by family, then
 // longest prefix first, then address.
 func (f *L3Forwarder) Routes() []Route {

@@ -15,8 +15,9 @@ import (
 // goroutine reads the tables and changes routes. Run with -race.
 func TestConcurrentLearning(t *testing.T) {
 	e := newPktEnv(t)
-	fwd := newForwarder(t, L3Config{})
-	br := NewBridge(BridgeConfig{AgeingTime: time.Second})
+	sec := newPortSecurity(t, map[int]PortPolicy{1: {Allow: Allow{Any: true}}, 2: {Allow: Allow{Any: true}}})
+	fwd := newForwarder(t, L3Config{Policy: sec, MoveHold: 1})
+	br := NewBridge(BridgeConfig{AgeingTime: time.Second, MoveHold: 1})
 	const hosts, rounds = 40, 200
 
 	type worker struct{ l3, l2 *Batch }
@@ -47,6 +48,11 @@ func TestConcurrentLearning(t *testing.T) {
 			_ = fwd.AddRoute(Route{netip.MustParsePrefix("192.0.2.0/24"), 3})
 			_ = fwd.RemoveRoute(netip.MustParsePrefix("192.0.2.0/24"))
 			br.Age(0)
+			fwd.Age(0)
+			_ = sec.SetPolicy(3, PortPolicy{Allow: Allow{Any: true}})
+			sec.RemovePolicy(3)
+			_ = fwd.LearnStats()
+			_ = br.Stats()
 		}
 	})
 	var workersDone sync.WaitGroup
@@ -57,6 +63,8 @@ func TestConcurrentLearning(t *testing.T) {
 			l3, l2 := workers[w].l3, workers[w].l2
 			for r := range rounds {
 				l3.Reset(l3.Len())
+				l3.Now = int64(r) * int64(time.Millisecond)
+				sec.Run(l3)
 				fwd.Run(l3)
 				l2.Reset(l2.Len())
 				l2.Now = int64(r) * int64(time.Millisecond)

@@ -31,11 +31,24 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		fills = append(fills, ipPkt(fmt.Sprintf("10.%d.0.1", 7+i%3), "10.0.0.1", packet.ProtoTCP, 1000, uint16(20+i)))
 	}
 	fl := e.batch(packet.L3, 1, 0, fills...)
+	sec, err := NewPortSecurity(map[int]PortPolicy{1: {Allow: Allow{Prefixes: []netip.Prefix{
+		netip.MustParsePrefix("198.18.1.0/24"), netip.MustParsePrefix("2001:db8:1::/64")}}, MACs: [][6]byte{mac(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secL2 := e.batch(packet.L2, 1, 0,
+		ether(mac(2), mac(1), packet.EtherTypeIPv4, udp("198.18.1.1", "198.18.2.1")),
+		ether(mac(2), mac(3), packet.EtherTypeIPv4, udp("198.18.1.1", "198.18.2.1")),
+		ether(mac(2), mac(1), packet.EtherTypeIPv4, udp("198.18.9.1", "198.18.2.1")),
+		arpFrame(packet.ARPReply, mac(1), "198.18.2.1", mac(2), "198.18.2.1"),
+		naClaim(mac(1), mac(2), "2001:db8:1::1", "2001:db8:1::2", "2001:db8:2::1", mac(1)),
+		nsFrame(mac(1), "2001:db8:1::1", "2001:db8:2::1"),
+		ether(mac(2), mac(1), packet.EtherTypeIPv4, dhcpReply("198.18.1.1", "198.18.2.1")))
 
 	for _, tc := range []struct {
 		p Program
 		b *Batch
-	}{{fwd, l3}, {br, l2}, {filter, fl}} {
+	}{{fwd, l3}, {br, l2}, {filter, fl}, {sec, secL2}} {
 		tc.p.Run(tc.b) // learn
 		// Fewer runs than the TTL of 64 allows, so that the forwarder
 		// keeps forwarding.
@@ -50,6 +63,8 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 	wantVerdicts(t, l3, RedirectVerdict(2), RedirectVerdict(2), RedirectVerdict(3), FloodVerdict, DropVerdict(drop.NoRoute))
 	wantVerdicts(t, l2, RedirectVerdict(2), FloodVerdict, FloodVerdict, FloodVerdict, DropVerdict(drop.NoRoute))
+	wantVerdicts(t, secL2, PassVerdict, DropVerdict(drop.MACSpoof), DropVerdict(drop.IPRPFilter),
+		DropVerdict(drop.ARPSpoof), DropVerdict(drop.NDiscSpoof), PassVerdict, DropVerdict(drop.DHCPServer))
 	for i, v := range fl.Verdicts[:fl.Len()] {
 		// Packet 2 goes to port 22; packets 2 and 5 come from 10.9.0.1.
 		if want := i != 2 && i != 5; (v == PassVerdict) != want {

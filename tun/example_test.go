@@ -11,18 +11,19 @@ import (
 )
 
 // A program that runs no softnet engine embeds the buffer pool and TUN
-// ports with the blocking API: here a bridge between a TUN device in each
-// of two network namespaces, one goroutine per direction, until ctx ends.
-// It needs root and the namespaces; TestExampleBridge runs it.
+// ports with the blocking API: here a bridge between two namespaces. It
+// needs root and the namespaces; TestExampleBridge runs it.
 func Example() {
 	if err := bridge(context.Background(), "blue", "green"); err != nil {
 		log.Fatal(err)
 	}
 }
 
+// bridge joins a TUN device in each of two namespaces, one goroutine per
+// direction, until ctx ends. The buffers hold 64 KiB, since devices with
+// offloads hand over GSO packets whole. Queue.Receive blocks until packets
+// are there, and fails once the device is closed.
 func bridge(ctx context.Context, nsA, nsB string) error {
-	// 64 KiB buffers, as offloading devices hand over GSO packets whole; 512
-	// cover each goroutine's cache and burst.
 	pool, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: 65536, Count: 512}}})
 	if err != nil {
 		return err
@@ -40,7 +41,6 @@ func bridge(ctx context.Context, nsA, nsB string) error {
 		wg.Go(func() {
 			c, _ := pool.NewCache(nil) // one per goroutine; pool.Close closes it
 			bufs := make([]*buffer.Buf, rx.Queue(0).BatchSize())
-			// Receive blocks until packets are there, and fails once the device is closed.
 			for n, err := rx.Queue(0).Receive(c, bufs); err == nil; n, err = rx.Queue(0).Receive(c, bufs) {
 				devs[1-i].Queue(0).Transmit(c, bufs[:n]) // frees every buffer, sent or dropped
 			}

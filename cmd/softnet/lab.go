@@ -29,7 +29,7 @@ func newLabCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lab [flags]",
 		Short: "Measure guest-to-guest throughput through softnet, the kernel and Go TUN forwarders",
-		Long: `lab reproduces seed 000's measurement on this machine: two guests (network
+		Long: `lab measures guest-to-guest throughput on this machine: two guests (network
 namespaces with unique names) joined by a datapath, iperf3 between them (UDP
 with 1472-byte datagrams at no rate limit, then TCP), and everything it
 created removed afterwards, also on failure or Ctrl-C. Needs root.

@@ -1,6 +1,7 @@
 // Command softnet is softnet's one binary: the userspace virtual switch
-// (switch) and the benchmarks that reproduce each seed's before and after
-// (bench).
+// (switch) and its control client (ctl), the in-memory benchmarks of its
+// mechanisms (bench) and the guest-to-guest measurement with real TUN
+// devices (lab).
 package main
 
 import (

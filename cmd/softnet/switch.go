@@ -38,11 +38,15 @@ func newSwitchCmd() *cobra.Command {
 		Short: "Run a userspace virtual switch between TUN or TAP ports",
 		Long: `switch connects network namespaces, containers and VMs through TUN (L3) or
 TAP (L2) devices. TUN ports are routed by the L3 forwarder (static routes
-plus source addresses learned per port; TTL is decremented); TAP ports are
-bridged by MAC address. Addresses inside the guests are the operator's
-business: configure them with ip(8) once the switch has created the devices.
+first, then source addresses learned per port where no route covers them;
+TTL is decremented); TAP ports are bridged by MAC address. Guests cannot
+impersonate each other: each port may send only from its allowed
+addresses (and MACs), and learning never overrides a route. Addresses
+inside the guests are the operator's business: configure them with ip(8)
+once the switch has created the devices.
 
-A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]:
+A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
+[,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]:
   kind      tun or tap
   NAME      the device: created if missing (and removed at exit), else
             attached to and left as found
@@ -52,6 +56,16 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]:
   gro       coalesce each burst's segments of a TCP or UDP flow into one
             GSO packet for this port: one write instead of many (on with
             offload; needs it)
+  allow     source addresses the guest may send from, and claim in ARP
+            and neighbour discovery; others are dropped as IP_RPFILTER
+            (ARP_SPOOF, IPV6_NDISC_SPOOF). Default: the prefixes routed to
+            a tun port, any on a tap port; allow=any for a router guest
+  mac       tap only: the source MACs the guest may use (MAC_SPOOF),
+            their EUI-64 link-local addresses allowed too (default any);
+            with allow= and no mac=, list fe80::/64 for IPv6 link-local
+            traffic (neighbour and router discovery)
+  dhcp-server  let DHCP/DHCPv6 server messages out of the guest (off:
+            dropped as DHCP_SERVER)
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
@@ -195,7 +209,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)

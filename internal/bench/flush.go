@@ -6,14 +6,14 @@ import (
 	"sync/atomic"
 )
 
-// The flush experiment isolates seed 004's step: the owner detaching its
-// remote-free list, under a lock or with one atomic swap (the form
-// buffer.Cache.Drain uses). Alone, each operation is one remote free plus
+// The flush experiment isolates one step of deferred remote free (the
+// kernel's skb_defer_free_flush): the owner detaching its remote-free list,
+// under a lock or with one atomic swap (the form buffer.Cache.Drain uses). Alone, each operation is one remote free plus
 // one flush of the one-entry list it made; contended, a freer on the other
 // core pushes without pause while the owner flushes.
 var flushExperiment = &Experiment{
 	Name:   "flush",
-	Desc:   "detach a remote-free list: mutex vs one atomic swap (seed 004)",
+	Desc:   "detach a remote-free list: mutex vs one atomic swap",
 	Metric: "ns_per_flush",
 	Unit:   "ns",
 	Variants: []Variant{
@@ -35,8 +35,8 @@ type freeList interface {
 	flush() uint64 // returns the detached head, 0 if the list was empty
 }
 
-// mutexList is the list as the kernel had it before seed 004's era of
-// lockless lists: head and count behind a lock.
+// mutexList is the list as the kernel's skb_defer_free_flush kept it
+// before it became a lockless list: head and count behind a lock.
 type mutexList struct {
 	mu    sync.Mutex
 	head  uint32

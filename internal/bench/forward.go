@@ -17,7 +17,7 @@ import (
 
 // forwardSetup is one configuration of the in-memory datapath: a
 // generator port (the device RX: allocate and write each packet), the
-// engine with a redirect program (seed 003's xdp_redirect_map), and a sink
+// engine with a redirect program (as XDP's xdp_redirect_map), and a sink
 // port (the device TX: validate sequence and length, free).
 type forwardSetup struct {
 	size, workers, batch int
@@ -38,12 +38,12 @@ func label(name string, size, workers int) string {
 	return (&Variant{Name: name, Extra: map[string]any{"size": size, "workers": workers}}).Label()
 }
 
-// seed000Ladder is seed 000's before/after: the NAPI cache, bulk
-// allocation, then deferred free of TX completions.
-func seed000Ladder(size int) *Experiment {
+// cacheLadder adds the buffer machinery one step at a time: the per-worker
+// (NAPI) cache, bulk allocation, then deferred free of TX completions.
+func cacheLadder(size int) *Experiment {
 	e := &Experiment{
 		Name:   "forward",
-		Desc:   fmt.Sprintf("seed 000 ladder, %d B, port -> redirect -> port, one worker", size),
+		Desc:   fmt.Sprintf("cache ladder, %d B, port -> redirect -> port, one worker", size),
 		Metric: "mpps", Unit: "Mpps", Higher: true,
 		Variants: []Variant{
 			forwardSetup{size: size, workers: 1, batch: 1, uncached: true}.variant("baseline"),
@@ -58,12 +58,12 @@ func seed000Ladder(size int) *Experiment {
 	return e
 }
 
-// seed003Ladder is seed 003's batching: the same path with bursts of 1 to
-// 128 packets.
-func seed003Ladder() *Experiment {
+// batchLadder is batching (as XDP batching for TUN): the same path with
+// bursts of 1 to 128 packets.
+func batchLadder() *Experiment {
 	e := &Experiment{
 		Name:   "forward",
-		Desc:   "seed 003 ladder, 64 B, batch size, one worker",
+		Desc:   "batch ladder, 64 B, batch size, one worker",
 		Metric: "mpps", Unit: "Mpps", Higher: true,
 		Goals: []Goal{{Variant: label("batch-64", 64, 1), Against: label("batch-1", 64, 1), Bound: 3}},
 	}
@@ -86,7 +86,7 @@ func workersLadder() *Experiment {
 	}
 }
 
-var forwardExperiments = []*Experiment{seed000Ladder(64), seed000Ladder(1500), seed003Ladder(), workersLadder()}
+var forwardExperiments = []*Experiment{cacheLadder(64), cacheLadder(1500), batchLadder(), workersLadder()}
 
 // runEngine starts e, waits until count has grown by n (or ctx ends),
 // stops e and returns the growth, so that a variant uses no CPU while the

@@ -34,7 +34,7 @@ func (s zerocopySetup) variant(name string) Variant {
 func zerocopyLadder(payload int) *Experiment {
 	e := &Experiment{
 		Name:   "zerocopy",
-		Desc:   fmt.Sprintf("seed 002: UDP payload %d B, generator -> engine -> endpoint -> application", payload),
+		Desc:   fmt.Sprintf("zero-copy receive, UDP payload %d B, generator -> engine -> endpoint -> application", payload),
 		Metric: "mb_per_s", Unit: "MB/s", Higher: true,
 		Variants: []Variant{
 			zerocopySetup{payload: payload, copying: true, same: true}.variant("copy-same"),
@@ -135,8 +135,8 @@ func prepareZerocopy(s zerocopySetup) (func(context.Context, int) int, func() er
 		pool.Close()
 		return nil, nil, err
 	}
-	// Seed 002's packets are written by a NIC, by DMA, at no cost to the
-	// CPU. A generator that wrote every payload byte on the worker would
+	// With zero-copy receive, payloads are written by a NIC, by DMA, at no
+	// cost to the CPU. A generator that wrote every payload byte on the worker would
 	// make the worker the slowest stage at any size, and hide what the
 	// application's copy costs; HeadersOnly writes what the worker must
 	// (headers and sequence numbers) and leaves the payload to the

@@ -134,6 +134,11 @@ func TestAPI(t *testing.T) {
 	if err := ls.client.Get(ctx, "/v1/ports", &ports); err != nil || len(ports) != 2 || ports[0].Name != "ct0" || !ports[0].Created || ports[0].Down {
 		t.Errorf("ports %+v, %v", ports, err)
 	}
+	// The default port security: each port may send from what is routed
+	// to it.
+	if len(ports) == 2 && (ports[0].Allow != "198.18.1.0/24" || ports[1].Allow != "198.18.2.0/24" || ports[0].DHCPServer) {
+		t.Errorf("ports' security %+v", ports)
+	}
 	var routes []Route
 	if err := ls.client.Get(ctx, "/v1/routes", &routes); err != nil || len(routes) != 2 || routes[1] != (Route{"198.18.2.0/24", "ct1"}) {
 		t.Errorf("routes %+v, %v", routes, err)
@@ -308,6 +313,9 @@ func TestMetricsMatchTheReport(t *testing.T) {
 	if got["softnet_worker_rounds_total,kind=busy,worker=0"] == 0 {
 		t.Error("no busy rounds")
 	}
+	if _, ok := got["softnet_learned_entries,table=hosts"]; !ok {
+		t.Error("no learned hosts gauge")
+	}
 }
 
 func hasPrefix(m map[string]float64, prefix string) bool {
@@ -373,7 +381,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	}
 
 	// The drop watch.
-	dresp, err := ls.client.Stream(ctx, "/v1/drops?count=4")
+	dresp, err := ls.client.Stream(ctx, "/v1/drops?count=5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,6 +396,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 		append([]byte{0x65}, good[1:]...), // IP version 6 in an IPv4 header
 		append([]byte{0x45, 0, 0, 200}, good[4:]...),                                  // total length past the end
 		append(append([]byte{}, good[:16]...), 198, 20, 0, 1, 0, 1, 0, 2, 0, 8, 0, 0), // no route
+		append(append(append([]byte{}, good[:12]...), 198, 18, 2, 1), good[16:]...),   // ct1's source: spoofed
 	}
 	// The forwarder verifies the header checksum before it routes.
 	packet.SetIPv4HeaderChecksum(injected[3])
@@ -420,7 +429,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	}
 	slices.Sort(seen)
 	slices.Sort(counted)
-	if !slices.Equal(seen, counted) || !slices.Contains(seen, "NO_ROUTE") {
+	if !slices.Equal(seen, counted) || !slices.Contains(seen, "NO_ROUTE") || !slices.Contains(seen, "IP_RPFILTER") {
 		t.Errorf("watch saw %v, counters say %v", seen, counted)
 	}
 }

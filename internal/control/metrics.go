@@ -33,6 +33,8 @@ var (
 	mSleeps    = metric("worker_sleeps_total", "Times the worker went to sleep waiting for packets.", "worker")
 	mStarved   = metric("worker_starved_total", "Rounds in which the worker found the pool empty and waited for buffers.", "worker")
 	mPanics    = metric("worker_program_panics_total", "Program panics on the worker; each cost a batch.", "worker")
+	mLearned   = metric("learned_entries", "Entries of the learned table: hosts of the L3 forwarder (TUN ports) or stations of the bridge (TAP ports).", "table")
+	mLearning  = metric("learning_total", "Learning events: new entries (learned), entries that moved to another port (moved), moves refused within the hold time or by policy (moves_refused), sources not learned because the table or the port's share was full (table_full) or the port may not send from them (not_allowed), entries aged out (aged).", "table", "kind")
 )
 
 // collector turns a switch's statistics into metrics when scraped. It
@@ -41,7 +43,7 @@ var (
 type collector struct{ sw *vswitch.Switch }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics} {
+	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
 		ch <- d
 	}
 }
@@ -101,6 +103,24 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		v    uint64
 	}{{"hit", b.Hits}, {"miss", b.Misses}, {"refill", b.Refills}, {"flush", b.Flushes}, {"exhausted", b.Exhausted}, {"remote_free", b.RemoteFrees}} {
 		counter(mCache, k.v, k.kind)
+	}
+	if l := st.Learning; l != nil {
+		gauge(mLearned, float64(l.Hosts), "hosts")
+		for _, k := range []struct {
+			kind string
+			v    uint64
+		}{{"learned", l.Learned}, {"moved", l.Moved}, {"moves_refused", l.MovesRefused}, {"table_full", l.Full}, {"not_allowed", l.NotAllowed}, {"aged", l.Aged}} {
+			counter(mLearning, k.v, "hosts", k.kind)
+		}
+	}
+	if b := st.Bridge; b != nil {
+		gauge(mLearned, float64(b.Stations), "stations")
+		for _, k := range []struct {
+			kind string
+			v    uint64
+		}{{"learned", b.Learned}, {"moved", b.Moved}, {"moves_refused", b.MovesRefused}, {"table_full", b.Full}, {"aged", b.Aged}} {
+			counter(mLearning, k.v, "stations", k.kind)
+		}
 	}
 	for i, w := range st.Workers {
 		id := strconv.Itoa(i)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/program"
 )
 
 // Limits that keep a misbehaving client from holding the server.
@@ -106,6 +107,12 @@ type Port struct {
 	Down    bool   `json:"down"`
 	Error   string `json:"error,omitempty"`
 	Created bool   `json:"created"` // created by the switch, removed when it stops
+	// Port security in force, defaults included: the source addresses
+	// the guest may send from (allow= syntax), its MAC lock and whether
+	// it may answer DHCP.
+	Allow      string `json:"allow"`
+	MACs       string `json:"macs,omitempty"`
+	DHCPServer bool   `json:"dhcp_server"`
 }
 
 // Route is one route in GET /v1/routes.
@@ -135,6 +142,9 @@ func (s *Server) ports(w http.ResponseWriter, _ *http.Request) {
 	out := []Port{}
 	for i, d := range s.sw.Devices() {
 		p := Port{Name: d.Info().Name, Spec: cfg.Ports[i].String(), Info: d.Info().String(), Created: d.Created()}
+		if pol, ok := s.sw.Policy(i); ok {
+			p.Allow, p.MACs, p.DHCPServer = pol.Allow.String(), program.FormatMACs(pol.MACs), pol.DHCPServer
+		}
 		if i < len(st.Ports) {
 			p.Down, p.Error = st.Ports[i].Down, st.Ports[i].Err
 		}

@@ -1,7 +1,7 @@
-// Package lab is `softnet lab`: it reproduces, on one machine, the kind of
-// measurement seed 000 started from (iperf3 between two guests through a
-// TUN switch), with the kernel's own path and Go forwarders on TUN
-// packages measured beside softnet in the same run.
+// Package lab is `softnet lab`: it measures guest-to-guest throughput on one
+// machine, iperf3 between two network namespaces joined by a TUN switch,
+// with the kernel's own path and Go forwarders on TUN packages measured
+// beside softnet in the same run.
 //
 // # Variants
 //
@@ -15,10 +15,10 @@
 //   - softnet-tun: the same forwarder on softnet's tun package (FromFiles
 //     and the blocking Queue API), without an engine: the two TUN
 //     packages side by side;
-//   - softnet: two TUN (or TAP) ports and a softnet engine built in this
-//     process from the same parts as `softnet switch`, in its default
-//     configuration or, with Options.Ladder, with its machinery added one
-//     step at a time (variants.go).
+//   - softnet: two TUN (or TAP) ports and a softnet switch opened in this
+//     process with the same constructor as `softnet switch` (vswitch.Open),
+//     in its default configuration or, with Options.Ladder, with its
+//     machinery added one step at a time (variants.go).
 //
 // The guests get the same addresses whatever the datapath, from
 // 198.18.0.0/15 and 2001:db8::/32 only, and each routes the other's

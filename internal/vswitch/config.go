@@ -14,7 +14,8 @@ import (
 )
 
 // PortSpec is one --port argument:
-// kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall].
+// kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
+// [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off].
 type PortSpec struct {
 	TAP     bool
 	Name    string
@@ -23,6 +24,14 @@ type PortSpec struct {
 	Offload bool   // default on
 	GRO     bool   // default on with offload; needs it
 	IO      tun.IO // default tun.IOAuto: io_uring where the kernel has it
+	// Allow is the set of source addresses the guest may send from; nil
+	// is the default: the prefixes routed to a TUN port, any address on
+	// a TAP port (whose guests are bridged, not routed).
+	Allow *program.Allow
+	// MACs locks a TAP port's source MACs (empty: any).
+	MACs [][6]byte
+	// DHCPServer lets the guest answer DHCP; off by default.
+	DHCPServer bool
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -46,6 +55,15 @@ func (p PortSpec) String() string {
 	}
 	if p.IO != tun.IOAuto {
 		s += ",io=" + p.IO.String()
+	}
+	if p.Allow != nil {
+		s += ",allow=" + p.Allow.String()
+	}
+	if len(p.MACs) > 0 {
+		s += ",mac=" + program.FormatMACs(p.MACs)
+	}
+	if p.DHCPServer {
+		s += ",dhcp-server=on"
 	}
 	return s
 }
@@ -98,15 +116,18 @@ func ParsePort(s string) (PortSpec, error) {
 				return spec, fmt.Errorf("port %q: queues %q: want a positive number", s, v)
 			}
 			spec.Queues = n
-		case "offload", "gro":
+		case "offload", "gro", "dhcp-server":
 			on := v == "on"
 			if !on && v != "off" {
 				return spec, fmt.Errorf("port %q: %s %q: want on or off", s, k, v)
 			}
-			if k == "offload" {
+			switch k {
+			case "offload":
 				spec.Offload = on
-			} else {
+			case "gro":
 				spec.GRO, groSet = on, true
+			default:
+				spec.DHCPServer = on
 			}
 		case "io":
 			m, err := tun.ParseIO(v)
@@ -114,8 +135,23 @@ func ParsePort(s string) (PortSpec, error) {
 				return spec, fmt.Errorf("port %q: %w", s, err)
 			}
 			spec.IO = m
+		case "allow":
+			a, err := program.ParseAllow(v)
+			if err != nil {
+				return spec, fmt.Errorf("port %q: %w", s, err)
+			}
+			spec.Allow = &a
+		case "mac":
+			if !spec.TAP {
+				return spec, fmt.Errorf("port %q: mac= applies to tap ports: tun ports carry no MAC addresses", s)
+			}
+			m, err := program.ParseMACs(v)
+			if err != nil {
+				return spec, fmt.Errorf("port %q: %w", s, err)
+			}
+			spec.MACs = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io)", s, k)
+			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io, allow, mac, dhcp-server)", s, k)
 		}
 	}
 	if !spec.Offload {

@@ -26,6 +26,10 @@ func TestParsePort(t *testing.T) {
 		"tun:g,gro=on":              "tun:g",
 		"tun:g,offload=off":         "tun:g,offload=off",
 		"tun:g,offload=off,gro=off": "tun:g,offload=off",
+		// Port security, normalized.
+		"tun:g,allow=198.18.1.0/24+2001:db8:1::1+198.18.1.0/24":                   "tun:g,allow=198.18.1.0/24+2001:db8:1::1/128",
+		"tun:g,allow=any,dhcp-server=off":                                         "tun:g,allow=any",
+		"tap:g,mac=02-00-00-00-00-01+02:00:00:00:00:02,dhcp-server=on,allow=none": "tap:g,allow=none,mac=02:00:00:00:00:01+02:00:00:00:00:02,dhcp-server=on",
 	} {
 		p, err := ParsePort(in)
 		if err != nil || p.String() != want || p.GRO != (p.Offload && !strings.Contains(in, "gro=off")) {
@@ -34,7 +38,9 @@ func TestParsePort(t *testing.T) {
 	}
 	for _, bad := range []string{"", "sn0", "veth:x", "tun:", "tun:this-name-is-too-long", "tun:a/b",
 		"tun:x,queues=0", "tun:x,queues=many", "tun:x,offload=maybe", "tun:x,netns=", "tun:x,netns=../etc",
-		"tun:x,colour=blue", "tun:x,queues", "tun:x,gro=yes", "tun:x,offload=off,gro=on"} {
+		"tun:x,colour=blue", "tun:x,queues", "tun:x,gro=yes", "tun:x,offload=off,gro=on",
+		"tun:x,mac=02:00:00:00:00:01", "tap:x,mac=ff:ff:ff:ff:ff:ff", "tap:x,mac=02:00:00:00:00", "tun:x,allow=",
+		"tun:x,allow=198.18.1.0/33", "tun:x,allow=bogus", "tun:x,dhcp-server=yes"} {
 		if _, err := ParsePort(bad); err == nil {
 			t.Errorf("ParsePort(%q) accepted", bad)
 		}
@@ -193,6 +199,47 @@ func TestParseService(t *testing.T) {
 	}
 }
 
+// A TUN port may send from the prefixes routed to it unless allow= says
+// otherwise; a TAP port from any address, with its MAC lock if given.
+func TestPlanPolicies(t *testing.T) {
+	port := func(s string) PortSpec {
+		p, err := ParsePort(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	route := func(s string) RouteSpec {
+		r, err := ParseRoute(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	p, err := NewPlan(Config{
+		Ports:  []PortSpec{port("tun:a"), port("tun:b,allow=any"), port("tun:c"), port("tun:d,allow=198.18.4.0/24,dhcp-server=on")},
+		Routes: []RouteSpec{route("198.18.1.0/24=a"), route("2001:db8:1::/64=a"), route("198.18.2.0/24=b"), route("198.18.9.0/24=d")},
+	}, Tuning{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"198.18.1.0/24+2001:db8:1::/64", "any", "none", "198.18.4.0/24"} {
+		if got := p.Policies[i].Allow.String(); got != want {
+			t.Errorf("port %d: allow %s, want %s", i, got, want)
+		}
+	}
+	if !p.Policies[3].DHCPServer || p.Policies[0].DHCPServer {
+		t.Errorf("dhcp-server: %+v", p.Policies)
+	}
+	p, err = NewPlan(Config{Ports: []PortSpec{port("tap:a,mac=02:00:00:00:00:01"), port("tap:b")}}, Tuning{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := p.Policies[0]; !a.Allow.Any || len(a.MACs) != 1 || a.MACs[0] != [6]byte{2, 0, 0, 0, 0, 1} {
+		t.Errorf("tap port policy %+v", a)
+	}
+}
+
 // Text writes what ParseConfig reads back as the same configuration.
 func TestConfigTextRoundTrips(t *testing.T) {
 	text := "workers 2\nport tun:a,netns=g1,queues=2,offload=off\nport tun:b,gro=off\nroute 198.18.1.0/24=a\nroute 2001:db8:2::/64=b\nservice udp-echo:198.18.0.9:7\nfilter deny proto=udp dport=53\nfilter allow src=198.18.0.0/15\n"
@@ -206,5 +253,17 @@ func TestConfigTextRoundTrips(t *testing.T) {
 	again, err := ParseConfig("b.conf", strings.NewReader(cfg.Text()))
 	if err != nil || again.Text() != text {
 		t.Errorf("read back: %v\n%s", err, again.Text())
+	}
+}
+
+// Port security options survive the running configuration's text.
+func TestConfigTextKeepsPortSecurity(t *testing.T) {
+	text := "port tun:a,allow=198.18.1.0/24+2001:db8:1::/64,dhcp-server=on\nport tun:b,allow=any\nport tap:c,mac=02:00:00:00:00:01\n"
+	cfg, err := ParseConfig("a.conf", strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Text(); got != text {
+		t.Errorf("Text:\n%s\nwant:\n%s", got, text)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/program"
 	"softnet.dev/tun"
 )
 
@@ -25,6 +26,10 @@ type Report struct {
 	Devices []DeviceStats `json:"devices"`
 	// Services are the built-in services' counters.
 	Services []ServiceStats `json:"services,omitempty"`
+	// Learning is the L3 forwarder's (TUN ports), Bridge the bridge's
+	// (TAP ports): what they learned and refused to learn.
+	Learning *program.LearnStats  `json:"learning,omitempty"`
+	Bridge   *program.BridgeStats `json:"bridge,omitempty"`
 }
 
 // DeviceStats are one device's counters: softnet's, and the kernel's own
@@ -77,6 +82,28 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if !any {
 		fmt.Fprintln(w, "  none")
+	}
+	// Per port, the verdicts' drops: where spoofing (IP_RPFILTER,
+	// MAC_SPOOF, ...) came from.
+	for _, p := range r.Ports {
+		if p.Drops.Total() == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  from %s:", p.Name)
+		for reason, n := range p.Drops {
+			if n > 0 {
+				fmt.Fprintf(w, " %s %d", drop.Reason(reason), n)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if l := r.Learning; l != nil {
+		fmt.Fprintf(w, "\nlearned hosts: %d now; %d learned, %d moved, %d moves refused, %d not learned (table full), %d not allowed, %d aged out\n",
+			l.Hosts, l.Learned, l.Moved, l.MovesRefused, l.Full, l.NotAllowed, l.Aged)
+	}
+	if b := r.Bridge; b != nil {
+		fmt.Fprintf(w, "\nbridge stations: %d now; %d learned, %d moved, %d moves refused, %d not learned (table or port share full), %d aged out\n",
+			b.Stations, b.Learned, b.Moved, b.MovesRefused, b.Full, b.Aged)
 	}
 	if err := r.writeKernel(w); err != nil {
 		return err

@@ -57,6 +57,9 @@ type Plan struct {
 	TAP     bool            // bridge TAP ports rather than route TUN ports
 	Routes  []program.Route // by index in Devices; services route to len(Devices)
 	Filters []program.Rule
+	// Policies are the guests' port security, by index in Devices; the
+	// services' port, the switch's own, has none.
+	Policies map[int]program.PortPolicy
 }
 
 // NewPlan validates cfg and works out the switch it describes.
@@ -104,7 +107,32 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	for _, sv := range cfg.Services {
 		p.Routes = append(p.Routes, program.Route{Prefix: netip.PrefixFrom(sv.Addr.Addr(), sv.Addr.Addr().BitLen()), Port: len(cfg.Ports)})
 	}
+	p.Policies = map[int]program.PortPolicy{}
+	for i, spec := range cfg.Ports {
+		p.Policies[i] = portPolicy(i, spec, cfg.Routes)
+	}
 	return p, nil
+}
+
+// portPolicy is port i's security policy: its explicit allow= or, by
+// default, the prefixes routed to a TUN port (strict reverse-path
+// filtering: a guest sends only from where its replies would be routed)
+// and any address on a TAP port.
+func portPolicy(i int, spec PortSpec, routes []RouteSpec) program.PortPolicy {
+	pol := program.PortPolicy{MACs: spec.MACs, DHCPServer: spec.DHCPServer}
+	switch {
+	case spec.Allow != nil:
+		pol.Allow = *spec.Allow
+	case spec.TAP:
+		pol.Allow.Any = true
+	default:
+		for _, rt := range routes {
+			if rt.Port == spec.Name {
+				pol.Allow.Prefixes = append(pol.Allow.Prefixes, rt.Prefix)
+			}
+		}
+	}
+	return pol
 }
 
 // PoolClasses sizes the buffer pool of a switch whose ports have queues
@@ -129,9 +157,26 @@ type Switch struct {
 	engine  *engine.Engine
 	table   *endpoint.Table // the services' endpoints, nil without services
 	svcs    []*service
+	chain   chain
 
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
+}
+
+// chain is the switch's own programs.
+type chain struct {
+	sec    *program.PortSecurity
+	filter *program.Filter      // nil without filter rules
+	fwd    *program.L3Forwarder // for TUN ports
+	bridge *program.Bridge      // for TAP ports
+}
+
+// ager is the forwarder or bridge, whose tables age.
+func (c *chain) ager() interface{ Age(now int64) } {
+	if c.bridge != nil {
+		return c.bridge
+	}
+	return c.fwd
 }
 
 // Open creates or attaches every device, sizes the buffer pool and builds
@@ -194,6 +239,17 @@ func (sw *Switch) open() error {
 	}
 	ecfg := sw.plan.Engine
 	ecfg.Pool, ecfg.Log = sw.pool, sw.log
+	if sw.chain, err = sw.plan.newChain(sw.log); err != nil {
+		return err
+	}
+	for i, pol := range sw.plan.Policies {
+		if !pol.Allow.Any && len(pol.Allow.Prefixes) == 0 {
+			sw.log.Warn("port may send from no address: no route to it and no allow=; every packet from it is dropped with IP_RPFILTER", "port", sw.cfg.Ports[i].Name)
+		}
+	}
+	// Port security goes first, before the services' table too: nothing
+	// a guest sends as someone else is delivered, filtered or learned.
+	ecfg.Programs = append(ecfg.Programs, sw.chain.sec)
 	if len(sw.cfg.Services) > 0 {
 		if err := sw.openServices(); err != nil {
 			return err
@@ -204,11 +260,7 @@ func (sw *Switch) open() error {
 		ecfg.Consumers = []engine.Consumer{sw.table}
 		ecfg.Pollers = []engine.Poller{sw.table}
 	}
-	progs, err := sw.plan.programs()
-	if err != nil {
-		return err
-	}
-	ecfg.Programs = append(ecfg.Programs, progs...)
+	ecfg.Programs = append(ecfg.Programs, sw.chain.programs()...)
 	ports := sw.ports
 	if sw.table != nil {
 		ports = append(ports[:len(ports):len(ports)], sw.table)
@@ -264,27 +316,40 @@ func (sw *Switch) openServices() error {
 	return nil
 }
 
-// programs returns the switch's chain: the filter, if there are rules,
-// then the learning bridge for TAP ports or the L3 forwarder with the
-// routes for TUN ports (unknown destinations dropped with NO_ROUTE, TTL
-// decremented).
-func (p *Plan) programs() ([]program.Program, error) {
-	var progs []program.Program
+// newChain builds the switch's programs: port security with the
+// policies, the filter if there are rules, then the learning bridge for
+// TAP ports (each port's share of the table bounded) or the L3 forwarder
+// with the routes for TUN ports (unknown destinations dropped with
+// NO_ROUTE, TTL decremented, learning only what the policies allow).
+func (p *Plan) newChain(log *slog.Logger) (chain, error) {
+	var c chain
+	var err error
+	if c.sec, err = program.NewPortSecurity(p.Policies); err != nil {
+		return c, err
+	}
 	if len(p.Filters) > 0 {
-		f, err := program.NewFilter(p.Filters, true)
-		if err != nil {
-			return nil, err
+		if c.filter, err = program.NewFilter(p.Filters, true); err != nil {
+			return c, err
 		}
-		progs = append(progs, f)
 	}
 	if p.TAP {
-		return append(progs, program.NewBridge(program.BridgeConfig{})), nil
+		c.bridge = program.NewBridge(program.BridgeConfig{MaxPerPort: program.DefaultMaxEntries / max(len(p.Devices), 1)})
+		return c, nil
 	}
-	fwd, err := program.NewL3Forwarder(program.L3Config{Routes: p.Routes, Unknown: program.DropUnknown, DecrementTTL: true})
-	if err != nil {
-		return nil, err
+	c.fwd, err = program.NewL3Forwarder(program.L3Config{Routes: p.Routes, Unknown: program.DropUnknown, DecrementTTL: true, Policy: c.sec, Log: log})
+	return c, err
+}
+
+// programs returns the chain after port security, in order.
+func (c *chain) programs() []program.Program {
+	var progs []program.Program
+	if c.filter != nil {
+		progs = append(progs, c.filter)
 	}
-	return append(progs, fwd), nil
+	if c.bridge != nil {
+		return append(progs, c.bridge)
+	}
+	return append(progs, c.fwd)
 }
 
 func programNames(progs []program.Program) []string {
@@ -315,7 +380,49 @@ func (sw *Switch) Start() error {
 		sw.svcWG.Add(1)
 		go s.run(ctx, &sw.svcWG)
 	}
+	sw.svcWG.Go(func() { sw.age(ctx) })
 	return nil
+}
+
+// ageEvery is how often the learned tables are purged of hosts that went
+// quiet. Lookups ignore those at once; purging gives back their memory
+// and their share of the table.
+const ageEvery = 5 * time.Second
+
+func (sw *Switch) age(ctx context.Context) {
+	tick := time.NewTicker(ageEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			sw.chain.ager().Age(sw.engine.Now())
+		}
+	}
+}
+
+// Policy returns the port security of port i (in Config.Ports), with
+// its defaults worked out.
+func (sw *Switch) Policy(i int) (program.PortPolicy, bool) { return sw.chain.sec.Policy(i) }
+
+// Learning returns the forwarder's learning counters, or nil for TAP
+// ports.
+func (sw *Switch) Learning() *program.LearnStats {
+	if sw.chain.fwd == nil {
+		return nil
+	}
+	s := sw.chain.fwd.LearnStats()
+	return &s
+}
+
+// BridgeStats returns the bridge's counters, or nil for TUN ports.
+func (sw *Switch) BridgeStats() *program.BridgeStats {
+	if sw.chain.bridge == nil {
+		return nil
+	}
+	s := sw.chain.bridge.Stats()
+	return &s
 }
 
 // Run starts the switch, forwards until ctx is done and closes it.
@@ -360,6 +467,7 @@ func (sw *Switch) Close() (*Report, error) {
 // Open and Close, from any goroutine.
 func (sw *Switch) Stats() *Report {
 	rep := newReport(sw.engine.Stats())
+	rep.Learning, rep.Bridge = sw.Learning(), sw.BridgeStats()
 	for i, d := range sw.devices {
 		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
 		// A device's queue loses packets before softnet can count them:

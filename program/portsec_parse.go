@@ -1,0 +1,128 @@
+package program
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// MaxAllowPrefixes bounds the prefixes of one port's Allow, and
+// MaxPortMACs its MACs: a policy is configuration, not a table that
+// grows with traffic.
+const (
+	MaxAllowPrefixes = 1024
+	MaxPortMACs      = 64
+)
+
+// Allow is the set of source addresses a port may send from.
+type Allow struct {
+	// Any allows every address: for a port behind which a router forwards
+	// for others. It must be asked for explicitly (allow=any).
+	Any bool
+	// Prefixes are the allowed prefixes when Any is false, normalized
+	// (host bits cleared) and without duplicates. None allows nothing.
+	Prefixes []netip.Prefix
+}
+
+// ParseAllow parses the allow= syntax: "any", "none", or one or more
+// prefixes joined by '+' ("198.18.1.0/24+2001:db8:1::/64"). A bare
+// address stands for its host prefix (/32 or /128).
+func ParseAllow(s string) (Allow, error) {
+	switch s {
+	case "any":
+		return Allow{Any: true}, nil
+	case "none":
+		return Allow{}, nil
+	case "":
+		return Allow{}, fmt.Errorf("allow: empty (want any, none or PREFIX[+PREFIX...])")
+	}
+	parts := strings.Split(s, "+")
+	if len(parts) > MaxAllowPrefixes {
+		return Allow{}, fmt.Errorf("allow: %d prefixes, at most %d", len(parts), MaxAllowPrefixes)
+	}
+	var a Allow
+	for _, part := range parts {
+		p, err := parsePrefixOrAddr(part)
+		if err != nil {
+			return Allow{}, fmt.Errorf("allow: %w", err)
+		}
+		if !slices.Contains(a.Prefixes, p) {
+			a.Prefixes = append(a.Prefixes, p)
+		}
+	}
+	return a, nil
+}
+
+func parsePrefixOrAddr(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s) // rejects zones itself
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither a prefix nor an address: %w", s, err)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("address %q: zones are not allowed", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// String returns the allow= syntax ParseAllow reads.
+func (a Allow) String() string {
+	if a.Any {
+		return "any"
+	}
+	if len(a.Prefixes) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(a.Prefixes))
+	for i, p := range a.Prefixes {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, "+")
+}
+
+// ParseMACs parses the mac= syntax: one or more unicast Ethernet
+// addresses joined by '+' ("02:00:00:00:00:01+02:00:00:00:00:02").
+func ParseMACs(s string) ([][6]byte, error) {
+	if s == "" {
+		return nil, fmt.Errorf("mac: empty (want MAC[+MAC...])")
+	}
+	parts := strings.Split(s, "+")
+	if len(parts) > MaxPortMACs {
+		return nil, fmt.Errorf("mac: %d addresses, at most %d", len(parts), MaxPortMACs)
+	}
+	var out [][6]byte
+	for _, part := range parts {
+		hw, err := net.ParseMAC(part)
+		if err != nil {
+			return nil, fmt.Errorf("mac: %w", err)
+		}
+		if len(hw) != 6 {
+			return nil, fmt.Errorf("mac: %q is not a 6-byte Ethernet address", part)
+		}
+		m := [6]byte(hw)
+		switch {
+		case m[0]&1 != 0:
+			return nil, fmt.Errorf("mac: %s is a multicast address: no station sends from it", part)
+		case m == [6]byte{}:
+			return nil, fmt.Errorf("mac: %s is all zeros", part)
+		}
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// FormatMACs returns the mac= syntax ParseMACs reads.
+func FormatMACs(macs [][6]byte) string {
+	parts := make([]string, len(macs))
+	for i, m := range macs {
+		parts[i] = net.HardwareAddr(m[:]).String()
+	}
+	return strings.Join(parts, "+")
+}
