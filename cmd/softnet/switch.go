@@ -179,7 +179,11 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				}
 				lns = append(lns, metricsLn)
 			}
-			sw, err := vswitch.Open(cfg, vswitch.Tuning{BusyPoll: busyPoll}, log)
+			t := vswitch.Tuning{BusyPoll: busyPoll}
+			if busyPoll == 0 {
+				t.BusyPoll = -1 // off, where Tuning's zero is the default
+			}
+			sw, err := vswitch.Open(cfg, t, log)
 			if err != nil {
 				return err
 			}

@@ -1,14 +1,12 @@
 package lab
 
 import (
-	"time"
-
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/tun"
 )
 
-// ladderBusyPoll is the ladder's busy-poll step.
-const ladderBusyPoll = 50 * time.Microsecond
+// ladderBusyPoll is the ladder's busy-poll step: the switch's default.
+const ladderBusyPoll = vswitch.DefaultBusyPoll
 
 // pathKind is what joins the two guests.
 type pathKind int
@@ -42,7 +40,7 @@ type softnetConfig struct {
 }
 
 // defaultSoftnet is what `softnet switch` runs: offload on, batch 64, bulk,
-// GRO.
+// GRO, io=uring where the kernel has it, busy polling.
 var defaultSoftnet = softnetConfig{Offload: true, GRO: true}
 
 // Variant is one datapath configuration measured by a run.
@@ -72,20 +70,20 @@ func Variants(o Options) []Variant {
 		vs = append(vs, Variant{Name: SoftnetTUN, Desc: "the same forwarder on softnet's tun package (FromFiles, Queue.Read/Write), no engine", kind: pathSoftnetTUN})
 	}
 	if !o.Ladder {
-		return append(vs, Variant{Name: Softnet, Desc: "softnet's default: offload on, batch 64, bulk allocation, GRO", kind: pathSoftnet, softnet: defaultSoftnet})
+		return append(vs, Variant{Name: Softnet, Desc: "softnet's default: offload on, batch 64, bulk allocation, GRO, io_uring, busy polling", kind: pathSoftnet, softnet: defaultSoftnet})
 	}
 	step := func(name, desc string, c softnetConfig) Variant {
 		return Variant{Name: name, Desc: desc, kind: pathSoftnet, softnet: c}
 	}
 	// The steps up to +defer read and write with system calls, as they
 	// did before io_uring, so that each adds one mechanism.
-	sys := vswitch.Tuning{IO: tun.IOSyscall}
-	noCache := softnetConfig{Tuning: vswitch.Tuning{PoolUncached: true, SingleGets: true, Batch: 1, IO: tun.IOSyscall}, Offload: true}
-	napi := softnetConfig{Tuning: vswitch.Tuning{SingleGets: true, IO: tun.IOSyscall}, Offload: true}
+	sys := vswitch.Tuning{IO: tun.IOSyscall, BusyPoll: -1}
+	noCache := softnetConfig{Tuning: vswitch.Tuning{PoolUncached: true, SingleGets: true, Batch: 1, IO: tun.IOSyscall, BusyPoll: -1}, Offload: true}
+	napi := softnetConfig{Tuning: vswitch.Tuning{SingleGets: true, IO: tun.IOSyscall, BusyPoll: -1}, Offload: true}
 	bulk := softnetConfig{Tuning: sys, Offload: true}
 	gro := defaultSoftnet
 	gro.Tuning = sys
-	uringStep := defaultSoftnet
+	uringStep := gro
 	uringStep.Tuning.IO = tun.IOUring
 	busy := uringStep
 	busy.Tuning.BusyPoll = ladderBusyPoll

@@ -23,9 +23,12 @@ import (
 // stop.
 const stopTimeout = 2 * time.Second
 
-// Busy polling of `softnet switch --busy-poll`.
+// Busy polling of `softnet switch --busy-poll`. The default is what
+// measured best on the 2-core reference machine (docs/benchmarks.md):
+// it halves a ping-pong's latency and costs no throughput, and an idle
+// switch still sleeps.
 const (
-	DefaultBusyPoll = 0
+	DefaultBusyPoll = 200 * time.Microsecond
 	MaxBusyPoll     = time.Second
 )
 
@@ -39,8 +42,8 @@ type Tuning struct {
 	// IO, if not tun.IOAuto, is every port's I/O path, whatever its spec
 	// says.
 	IO tun.IO
-	// BusyPoll is engine.Config.BusyPoll; `softnet switch --busy-poll`
-	// sets it.
+	// BusyPoll is engine.Config.BusyPoll (`softnet switch --busy-poll`):
+	// zero is DefaultBusyPoll, a negative value turns busy polling off.
 	BusyPoll time.Duration
 }
 
@@ -70,13 +73,16 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	p := Plan{
 		// Each worker keeps its OS thread: its CPU time can then be read
 		// per thread, and a thread's caches stay warm.
-		Engine:  engine.Config{Workers: cfg.Workers, Batch: t.Batch, LockOSThread: true, BusyPoll: t.BusyPoll},
+		Engine:  engine.Config{Workers: cfg.Workers, Batch: t.Batch, LockOSThread: true, BusyPoll: max(t.BusyPoll, 0)},
 		DeferTX: t.DeferTX,
 		TAP:     cfg.Ports[0].TAP,
 		Filters: cfg.Filters,
 	}
 	if p.Engine.Batch == 0 {
 		p.Engine.Batch = engine.DefaultBatch
+	}
+	if t.BusyPoll == 0 {
+		p.Engine.BusyPoll = DefaultBusyPoll
 	}
 	queues := 0
 	for _, spec := range cfg.Ports {
