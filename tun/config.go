@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"strings"
 
 	"softnet.dev/internal/knob"
@@ -26,7 +27,7 @@ const (
 type Config struct {
 	Name    string // device name, at most MaxNameLen bytes
 	TAP     bool   // L2 (Ethernet frames) instead of TUN (L3, IP packets)
-	NetNS   string // named network namespace (/run/netns/NAME); "" is the current one
+	NetNS   string // a namespace name (/run/netns/NAME), an absolute path of a namespace file (/proc/PID/ns/net), or "" for the current one
 	Queues  int    // default 1; more than 1 uses IFF_MULTI_QUEUE
 	Offload bool   // IFF_VNET_HDR and TUNSETOFFLOAD; false opens the device without a vnet header
 	MTU     int    // 0 leaves the device's MTU as it is
@@ -84,8 +85,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("%d queues, want 1 to %d", cfg.Queues, MaxQueues)
 	case cfg.MTU != 0 && (cfg.MTU < MinMTU || cfg.MTU > MaxMTU):
 		return fail("MTU %d outside [%d, %d]", cfg.MTU, MinMTU, MaxMTU)
-	case strings.ContainsAny(cfg.NetNS, "/\x00") || cfg.NetNS == "." || cfg.NetNS == "..":
-		return fail("invalid namespace name %q", cfg.NetNS)
+	case !validNetNS(cfg.NetNS):
+		return fail("invalid namespace %q: want a name or an absolute path", cfg.NetNS)
 	case cfg.IO > IOUring:
 		return fail("unknown I/O mode %d", cfg.IO)
 	case cfg.GRO && !cfg.Offload:
@@ -94,6 +95,18 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("KeepGSO needs offload: without a vnet header there are no GSO packets")
 	}
 	return cfg, nil
+}
+
+// validNetNS accepts a name as `ip netns` takes it, or a clean absolute
+// path.
+func validNetNS(ns string) bool {
+	switch {
+	case strings.ContainsRune(ns, 0):
+		return false
+	case strings.HasPrefix(ns, "/"):
+		return path.Clean(ns) == ns && ns != "/"
+	}
+	return !strings.Contains(ns, "/") && ns != "." && ns != ".."
 }
 
 // Validate checks cfg as Open would, without opening anything: the

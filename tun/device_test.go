@@ -1,8 +1,12 @@
 package tun
 
 import (
+	"fmt"
+	"os"
+	osexec "os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/packet"
@@ -195,4 +199,49 @@ func TestOpenMissingNamespace(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "softnet-no-such-ns") {
 		t.Errorf("Open in a missing namespace: %v", err)
 	}
+}
+
+// A namespace can be given by path, as container runtimes hand them over:
+// /run/netns/NAME, or /proc/PID/ns/net of a process inside it.
+func TestOpenNamespaceByPath(t *testing.T) {
+	ns := netnstest.New(t)
+	sleeper := osexec.Command("ip", "netns", "exec", ns.Name, "sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	named := "/run/netns/" + ns.Name
+	procPath := fmt.Sprintf("/proc/%d/ns/net", sleeper.Process.Pid)
+	// ip netns exec enters the namespace, then execs sleep.
+	deadline := time.Now().Add(10 * time.Second)
+	for !sameFile(named, procPath) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never entered %s", procPath, named)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i, p := range []string{named, procPath} {
+		name := devName(fmt.Sprintf("snp%d", i))
+		d := openDev(t, Config{Name: name, NetNS: p})
+		if _, ok := linkShow(t, ns, name); !ok {
+			t.Errorf("netns=%s: device %s not in namespace %s", p, name, ns.Name)
+		}
+		if err := d.Close(nil); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, bad := range []string{"/run/netns/../x", "/", "relative/path", named + "/"} {
+		if err := (Config{Name: "x", NetNS: bad}).Validate(); err == nil {
+			t.Errorf("netns %q accepted", bad)
+		}
+	}
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

@@ -88,7 +88,9 @@
 //
 // # Namespaces
 //
-// Config.NetNS names a network namespace as `ip netns add` makes them.
+// Config.NetNS names a network namespace as `ip netns add` makes them, or
+// gives the path of a namespace file (/proc/PID/ns/net), as container
+// runtimes hand them over.
 // Everything Open does in it runs on a locked OS thread switched into it;
 // the file descriptors and the netlink socket opened there stay bound to
 // it, and the thread is switched back (or, if that fails, destroyed).

@@ -1,5 +1,7 @@
-// Package netns runs code inside a named network namespace (as `ip netns
-// add` makes them, under /run/netns). Namespaces belong to threads, so the
+// Package netns runs code inside a network namespace, named as `ip netns
+// add` makes them (under /run/netns) or given by the path of a namespace
+// file, as container runtimes hand them over (/proc/PID/ns/net,
+// /var/run/netns/NAME). Namespaces belong to threads, so the
 // code runs on a goroutine of its own locked to its OS thread; sockets and
 // devices it opens stay bound to the namespace after it returns.
 package netns
@@ -8,12 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/vishvananda/netns"
 )
 
-// Do runs f in the named network namespace, or in the current one if name
-// is "". The thread is switched back afterwards and only then unlocked: if
+// Do runs f in the network namespace name: a name under /run/netns, an
+// absolute path of a namespace file, or "" for the current one. The thread is switched back afterwards and only then unlocked: if
 // switching back fails it stays locked, and the runtime destroys it when
 // its goroutine ends rather than let other goroutines run in the wrong
 // namespace. A panic in f is returned as an error, after the thread is
@@ -37,7 +40,12 @@ func doLocked(name string, f func() error) error {
 		return fmt.Errorf("current network namespace: %w", err)
 	}
 	defer orig.Close()
-	target, err := netns.GetFromName(name)
+	var target netns.NsHandle
+	if strings.HasPrefix(name, "/") {
+		target, err = netns.GetFromPath(name)
+	} else {
+		target, err = netns.GetFromName(name)
+	}
 	if err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("network namespace %s: %w", name, err)
