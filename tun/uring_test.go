@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -179,41 +178,27 @@ func TestUringAttachDetach(t *testing.T) {
 	}
 }
 
-// With io_uring disabled by the sysctl, IOAuto falls back to system
-// calls and says why, and IOUring refuses to open.
-func TestUringDisabledFallsBack(t *testing.T) {
+// With io_uring refused (as io_uring_disabled or a seccomp policy would:
+// internal/uring's TestDisabled checks that the sysctl is reported so),
+// IOAuto falls back to system calls and says why, and IOUring refuses to
+// open. The refusal is this process's own, so that tests running beside
+// this one keep io_uring.
+func TestUringRefusedFallsBack(t *testing.T) {
 	requireUring(t)
-	const path = "/proc/sys/kernel/io_uring_disabled"
-	old, err := os.ReadFile(path)
-	if err != nil {
-		t.Skipf("kernel has no %s (older than 6.6): %v", path, err)
-	}
 	ns := netnstest.New(t)
-	if err := os.WriteFile(path, []byte("2"), 0); err != nil {
-		t.Fatal(err)
-	}
-	restored := false
-	restore := func() {
-		if !restored {
-			restored = true
-			if err := os.WriteFile(path, old, 0); err != nil {
-				t.Errorf("restore %s: %v", path, err)
-			}
-		}
-	}
-	defer restore()
+	refusal := fmt.Errorf("%w: io_uring_setup: refused for the test", uring.ErrUnavailable)
+	uringCheck = func() error { return refusal }
+	defer func() { uringCheck = checkUring }()
 	d, err := Open(Config{Name: devName("snu"), NetNS: ns.Name, IO: IOAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close(nil)
 	if _, err := Open(Config{Name: devName("snu"), NetNS: ns.Name, IO: IOUring}); !errors.Is(err, uring.ErrUnavailable) {
-		t.Errorf("Open with io=uring while disabled: %v, want ErrUnavailable", err)
+		t.Errorf("Open with io=uring while refused: %v, want ErrUnavailable", err)
 	}
-	restore()
 	io, why := d.IO()
-	if io != IOSyscall || !errors.Is(why, uring.ErrUnavailable) {
+	if io != IOSyscall || !errors.Is(why, refusal) {
 		t.Fatalf("IO() = %v, %v; want syscall and why", io, why)
 	}
-	t.Logf("fallback: %v", why)
 }
