@@ -3,6 +3,7 @@
 package tun
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -99,14 +100,15 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		down = true
 	}
 	q.maxFrame = int(q.dev.link.maxFrame.Load())
-	if q.ur != nil {
-		return q.transmitUring(c, bufs, err, down)
+	u := q.ur
+	if u != nil && err == nil && u.ring == nil {
+		err = u.setup(q, c, false)
 	}
 	coalesce := q.gro != nil && len(bufs) > 1 && err == nil && !down
 	if coalesce {
 		q.planGRO(bufs)
 	}
-	for i, b := range bufs {
+	for i := range bufs {
 		n := 1
 		if coalesce {
 			if n = q.gro.plan.GROCount(i); n == 0 {
@@ -117,19 +119,16 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
 			continue
 		}
-		var ok bool
-		if n > 1 {
-			ok, err = q.sendRun(c, bufs, i)
-		} else {
-			ok, err = q.send(c, b)
-		}
-		if err == unix.EIO {
-			// Set down before the link watch has told us: the rest of
-			// the burst goes as if it had.
-			down, err = true, nil
-		}
-		if ok {
-			sent += n
+		var s int
+		s, err = q.sendPackets(c, bufs, i, n)
+		sent += s
+		down, err = linkDown(err)
+	}
+	if u != nil && u.ring != nil {
+		s, ferr := u.flush(q, c)
+		sent += s
+		if _, ferr = linkDown(ferr); err == nil {
+			err = ferr
 		}
 	}
 	if coalesce {
@@ -140,6 +139,41 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
 	}
 	return sent, nil
+}
+
+// sendPackets sends the n packets that start at bufs[i] (a GRO run if n > 1),
+// or drops them with a reason, and returns how many were sent. On the
+// io_uring path the writes are gathered for Transmit's one submission;
+// packets that need work in software are written by the system-call path,
+// after what was gathered before them, so the burst keeps its order.
+func (q *txQueue) sendPackets(c *buffer.Cache, bufs []*buffer.Buf, i, n int) (int, error) {
+	if q.ur != nil {
+		if n > 1 {
+			return q.queueRun(c, bufs, i)
+		}
+		return q.queueOne(c, bufs[i])
+	}
+	var ok bool
+	var err error
+	if n > 1 {
+		ok, err = q.sendRun(c, bufs, i)
+	} else {
+		ok, err = q.send(c, bufs[i])
+	}
+	if !ok {
+		return 0, err
+	}
+	return n, err
+}
+
+// linkDown separates EIO, a link set down before the link watch said so
+// (the rest of the burst is dropped as if it had), from errors that end
+// the queue.
+func linkDown(err error) (bool, error) {
+	if errors.Is(err, unix.EIO) {
+		return true, nil
+	}
+	return false, err
 }
 
 // planGRO plans the coalescing of a burst.

@@ -9,7 +9,6 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/internal/uring"
-	"softnet.dev/port"
 	"softnet.dev/vnet"
 )
 
@@ -83,71 +82,6 @@ func (q *txQueue) Detach(c *buffer.Cache) {
 			q.ur.err = err
 		}
 	}
-}
-
-// transmitUring is Transmit on the io_uring path: the same decisions per
-// packet (GRO runs, whole offloaded packets, software segmentation and
-// checksums, drop reasons), with the writes gathered into one submission.
-// Packets that need work in software are written by the system-call path,
-// after what was gathered before them, so the burst keeps its order.
-//
-// err and down are Transmit's view of the device: closed or gone, or its
-// link down, when every packet is dropped with drop.DevReady.
-func (q *txQueue) transmitUring(c *buffer.Cache, bufs []*buffer.Buf, err error, down bool) (int, error) {
-	u := q.ur
-	sent := 0
-	if err == nil && u.ring == nil {
-		err = u.setup(q, c, false)
-	}
-	coalesce := q.gro != nil && len(bufs) > 1 && err == nil && !down
-	if coalesce {
-		q.planGRO(bufs)
-	}
-	for i, b := range bufs {
-		n := 1
-		if coalesce {
-			if n = q.gro.plan.GROCount(i); n == 0 {
-				continue
-			}
-		}
-		if err != nil || down {
-			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
-			continue
-		}
-		var s int
-		if n > 1 {
-			s, err = q.queueRun(c, bufs, i)
-		} else {
-			s, err = q.queueOne(c, b)
-		}
-		sent += s
-		down, err = linkDown(err)
-	}
-	if u.ring != nil {
-		s, ferr := u.flush(q, c)
-		sent += s
-		if _, ferr = linkDown(ferr); err == nil {
-			err = ferr
-		}
-	}
-	if coalesce {
-		clear(q.gro.pkts) // they point into the buffers, which are gone
-	}
-	q.ctr.publish()
-	if err != nil {
-		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
-	}
-	return sent, nil
-}
-
-// linkDown separates EIO, a link set down before the link watch said so
-// (the rest of the burst is dropped as if it had), from errors that end
-// the queue, as the system-call path does.
-func linkDown(err error) (bool, error) {
-	if errors.Is(err, unix.EIO) {
-		return true, nil
-	}
-	return false, err
 }
 
 // dropOne drops a packet that was to be gathered.
