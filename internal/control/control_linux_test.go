@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 
 	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
@@ -400,7 +399,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	}
 	// The forwarder verifies the header checksum before it routes.
 	packet.SetIPv4HeaderChecksum(injected[3])
-	injectRaw(t, ls.ns[0], "ct0", injected)
+	ls.ns[0].Inject(t, "ct0", false, injected...)
 	dec := json.NewDecoder(dresp.Body)
 	var seen []string
 	for len(seen) < len(injected) {
@@ -431,32 +430,5 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	slices.Sort(counted)
 	if !slices.Equal(seen, counted) || !slices.Contains(seen, "NO_ROUTE") || !slices.Contains(seen, "IP_RPFILTER") {
 		t.Errorf("watch saw %v, counters say %v", seen, counted)
-	}
-}
-
-// injectRaw writes each packet, as it is, into the guest's TUN device
-// through a packet socket, as a guest with CAP_NET_RAW could.
-func injectRaw(t *testing.T, ns *netnstest.NS, dev string, pkts [][]byte) {
-	t.Helper()
-	err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		to := &unix.SockaddrLinklayer{Ifindex: ifi.Index, Protocol: 0x0008} // ETH_P_IP, network order
-		for _, p := range pkts {
-			if err := unix.Sendto(fd, p, 0, to); err != nil {
-				return fmt.Errorf("send %x: %w", p, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -27,35 +27,7 @@ import (
 // with raw sockets forges what its stack would never send.
 func inject(t *testing.T, g *guest, frames bool, pkts ...[]byte) {
 	t.Helper()
-	if err := g.ns.Do(func() error {
-		ifi, err := net.InterfaceByName(g.dev)
-		if err != nil {
-			return err
-		}
-		kind := unix.SOCK_DGRAM
-		if frames {
-			kind = unix.SOCK_RAW
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, kind, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		for _, p := range pkts {
-			proto := uint16(unix.ETH_P_IP)
-			if frames {
-				proto = binary.BigEndian.Uint16(p[12:14])
-			} else if p[0]>>4 == 6 {
-				proto = unix.ETH_P_IPV6
-			}
-			if err := unix.Sendto(fd, p, 0, &unix.SockaddrLinklayer{Ifindex: ifi.Index, Protocol: htons(proto)}); err != nil {
-				return fmt.Errorf("sendto: %w", err)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	g.ns.Inject(t, g.dev, frames, pkts...)
 }
 
 func udpPacket(src, dst string) []byte {

@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
 )
@@ -321,27 +319,8 @@ func TestSwitchDropsMalformed(t *testing.T) {
 		{0x60, 0, 0, 0, 0xff, 0xff, 17, 64},          // IPv6 header cut short
 		append(append([]byte{}, good[:20]...), 0, 1), // UDP header truncated
 	}
-	if err := gs[0].ns.Do(func() error {
-		ifi, err := net.InterfaceByName(gs[0].dev)
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_IP)))
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		addr := &unix.SockaddrLinklayer{Ifindex: ifi.Index, Protocol: htons(unix.ETH_P_IP)}
-		for range 20 {
-			for _, p := range bad {
-				if err := unix.Sendto(fd, p, 0, addr); err != nil {
-					return fmt.Errorf("sendto: %w", err)
-				}
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	for range 20 {
+		gs[0].ns.Inject(t, gs[0].dev, false, bad...)
 	}
 	ping(t, gs[0], gs[1].v4)
 	rep := stop()
