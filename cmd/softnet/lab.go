@@ -30,9 +30,20 @@ func newLabCmd() *cobra.Command {
 		Use:   "lab [flags]",
 		Short: "Measure guest-to-guest throughput through softnet, the kernel and Go TUN forwarders",
 		Long: `lab measures guest-to-guest throughput on this machine: two guests (network
-namespaces with unique names) joined by a datapath, iperf3 between them (UDP
-with 1472-byte datagrams at no rate limit, then TCP), and everything it
-created removed afterwards, also on failure or Ctrl-C. Needs root.
+namespaces with unique names) joined by a datapath, iperf3 between them, and
+everything it created removed afterwards, also on failure or Ctrl-C. Needs
+root.
+
+Modes (--modes, default udp,udp64,tcp):
+  udp, udp64    1472- and 64-byte datagrams at no rate limit
+  udp-gso       1472-byte datagrams sent 44 per send with UDP_SEGMENT, as
+                QUIC stacks send (the built-in generator)
+  tcp, tcp4     one stream; four parallel streams (iperf3 -P 4)
+  latency-udp, latency-tcp (or latency: both)
+                sockperf ping-pong, 64 B, client and server pinned to two
+                CPUs: p50 and p99 one way; skipped without sockperf
+  pdr, pdr64    zero-loss throughput (FD.io CSIT's PDR): binary search of
+                the offered rate for the highest with loss <= 0.5%
 
 Variants, each with namespaces of its own:
   kernel-veth   a veth pair: the kernel's own path (--peers)
@@ -46,15 +57,17 @@ Variants, each with namespaces of its own:
                 up to here), uring, +busy-poll, 2-workers, +defer,
                 offload-off, offload-on
 
-For each variant and mode lab prints Gbit/s received and its ratio to
-kernel-veth, packets/s, loss or retransmits, and for the in-process
-datapaths the CPU time per Gbit, allocations per packet and peak RSS; for
+For each variant and mode lab prints Gbit/s received (or latency) and its
+ratios to kernel-veth and wireguard-go, packets/s, loss or retransmits, and
+for the in-process datapaths the CPU time per Gbit and per forwarded UDP
+datagram, allocations per packet and peak RSS; for
 softnet also drops by reason, the cache hit rate, remote frees and the leak
 check, then the goals. Without iperf3 a built-in generator and receiver
 (Go sockets in the namespaces) send the same two kinds of traffic.`,
 		Example: `  sudo softnet lab
   sudo softnet lab --ladder --plot ladder.svg
   sudo softnet lab --duration 5s --modes udp --json > udp.jsonl
+  sudo softnet lab --duration 5s --runs 3 --modes udp,udp64,udp-gso,tcp,tcp4,latency
   sudo softnet lab --ladder --json-file ladder.jsonl   # the table, and the JSON lines in a file
   sudo softnet lab --ladder --cpuprofile lab.prof   # go tool pprof -tagfocus variant=+bulk lab.prof`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -64,10 +77,15 @@ check, then the goals. Without iperf3 a built-in generator and receiver
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, m := range modes {
-				opts.Modes = append(opts.Modes, lab.Mode(strings.ToLower(strings.TrimSpace(m))))
+			ms, err := lab.ParseModes(modes)
+			if err != nil {
+				return usageError{err}
 			}
+			opts.Modes = ms
 			opts.Traffic = lab.Traffic(traffic)
+			if opts.Runs < 1 {
+				return usageError{fmt.Errorf("--runs %d: want at least 1", opts.Runs)}
+			}
 			if opts.Duration <= 0 {
 				return usageError{fmt.Errorf("--duration %v: want whole seconds, at least 1s", opts.Duration)}
 			}
@@ -114,7 +132,10 @@ check, then the goals. Without iperf3 a built-in generator and receiver
 	f.BoolVar(&opts.TAP, "tap", false, "TAP ports bridged by MAC address instead of routed TUN ports")
 	f.BoolVar(&opts.Peers, "peers", true, "also measure kernel-veth, wireguard-go and softnet-tun")
 	f.BoolVar(&opts.Ladder, "ladder", false, "softnet's ladder (machinery added step by step) instead of its default configuration")
-	f.StringSliceVar(&modes, "modes", []string{"udp", "tcp"}, "traffic modes: udp, tcp")
+	f.StringSliceVar(&modes, "modes", []string{"udp", "udp64", "tcp"}, "traffic modes: udp, udp64, udp-gso, tcp, tcp4, latency-udp, latency-tcp, pdr, pdr64; latency (both), all")
+	f.IntVar(&opts.Runs, "runs", 1, "measure each variant N times, interleaved, and report medians and the spread")
+	f.IntVar(&opts.PDRSteps, "pdr-steps", lab.DefaultPDRSteps, "trials of a pdr search (one at no rate limit, then halvings)")
+	f.DurationVar(&opts.PDRTrial, "pdr-trial", lab.DefaultPDRTrial, "length of each pdr trial (whole seconds)")
 	f.StringVar(&traffic, "traffic", "auto", "traffic generator: auto (iperf3 if installed), iperf3 or builtin")
 	f.BoolVar(&opts.IPv6, "ipv6", false, "send the traffic over the guests' IPv6 addresses")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line instead of tables")

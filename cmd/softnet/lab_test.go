@@ -7,7 +7,7 @@ import (
 
 func TestLabHelp(t *testing.T) {
 	out, _, code := run(t, "lab", "--help")
-	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile"} {
+	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
 		}
@@ -25,6 +25,11 @@ func TestLabUsageErrors(t *testing.T) {
 		{"lab", "--duration", "0s"},
 		{"lab", "--modes", "sctp"},
 		{"lab", "--modes", "udp,udp"},
+		{"lab", "--modes", "latency,latency-udp"},
+		{"lab", "--runs", "0"},
+		{"lab", "--runs", "100"},
+		{"lab", "--pdr-steps", "1"},
+		{"lab", "--pdr-trial", "500ms"},
 		{"lab", "--traffic", "netperf"},
 		{"lab", "--plot", "ladder.png"},
 		{"lab", "--plot", "ladder.pdf"},

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"net/netip"
 	"testing"
@@ -33,7 +34,7 @@ func freePort(t *testing.T, network string) netip.AddrPort {
 // The built-in generator over loopback, in the test's own namespace: no
 // root needed.
 func TestBuiltinUDP(t *testing.T) {
-	f, err := startUDP("", "", freePort(t, "udp"), UDPPayload, 300*time.Millisecond)
+	f, err := startUDP("", "", freePort(t, "udp"), newTransfer(UDP, 300*time.Millisecond, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestBuiltinUDP(t *testing.T) {
 }
 
 func TestBuiltinTCP(t *testing.T) {
-	f, err := startTCP("", "", freePort(t, "tcp"), 300*time.Millisecond)
+	f, err := startTCP("", "", freePort(t, "tcp"), 300*time.Millisecond, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +76,10 @@ func TestBuiltinCancel(t *testing.T) {
 		network string
 		start   func(string, string, netip.AddrPort, time.Duration) (flow, error)
 	}{{"udp", func(a, b string, dst netip.AddrPort, d time.Duration) (flow, error) {
-		return startUDP(a, b, dst, UDPPayload, d)
-	}}, {"tcp", startTCP}} {
+		return startUDP(a, b, dst, newTransfer(UDP, d, false))
+	}}, {"tcp", func(a, b string, dst netip.AddrPort, d time.Duration) (flow, error) {
+		return startTCP(a, b, dst, d, 1)
+	}}} {
 		f, err := c.start("", "", freePort(t, c.network), time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -88,5 +91,50 @@ func TestBuiltinCancel(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || time.Since(begin) > 5*time.Second {
 			t.Fatalf("%s: wait after cancel: %v after %v", c.network, err, time.Since(begin))
 		}
+	}
+}
+
+// The UDP_SEGMENT sender over loopback: each send is split into
+// datagrams of the segment size, every one carrying its own sequence
+// number, and the receiver counts them one by one.
+func TestBuiltinUDPSegment(t *testing.T) {
+	tr := newTransfer(UDPGSO, 300*time.Millisecond, false)
+	f, err := startUDP("", "", freePort(t, "udp"), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := uint64(gsoSegments(tr.payload))
+	if res.packets < segs || !res.hasLoss || res.lossPct < 0 || res.lossPct > 100 {
+		t.Fatalf("result %+v", res)
+	}
+	// Every datagram received is one segment (no 64 KiB datagrams), and
+	// the sender counted whole sends.
+	if got := res.bitsPerSecond * res.seconds / 8; math.Abs(got-float64(res.packets*uint64(tr.payload))) > 1 {
+		t.Errorf("%.0f bytes received in %d datagrams, want %d each", got, res.packets, tr.payload)
+	}
+	if total := res.packets + res.lost; total%segs != 0 {
+		t.Errorf("%d datagrams sent, not a multiple of %d per send", total, segs)
+	}
+}
+
+// A paced sender keeps to its rate.
+func TestBuiltinUDPRate(t *testing.T) {
+	tr := newTransfer(PDR, 500*time.Millisecond, false)
+	tr.rate = 50e6
+	f, err := startUDP("", "", freePort(t, "udp"), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := float64(res.packets+res.lost) * float64(tr.payload) * 8 / res.seconds
+	if sent < 0.8*tr.rate || sent > 1.2*tr.rate {
+		t.Errorf("sent %.1f Mbit/s, asked for %.1f", sent/1e6, tr.rate/1e6)
 	}
 }

@@ -28,4 +28,7 @@ type datapath interface {
 // forwarded counts packets and bytes an in-process datapath handed on.
 type forwarded struct {
 	packets, bytes uint64
+	// What the datapath received, where it counts it (softnet): a GSO
+	// packet counts once.
+	rxPackets, rxBytes uint64
 }

@@ -12,6 +12,9 @@ const (
 	goalTCPVsWireguard = 1.5   // TCP ≥ 1.5× it
 	goalAllocs         = 0.001 // allocations per packet: none in steady state, bookkeeping aside
 	goalRSSOverPool    = 32 << 20
+	goalFwdVsVeth      = 1.0   // datagrams reaching the receiving guest's UDP layer ≥ kernel-veth's
+	goalCPUPerSmallUS  = 0.6   // switch CPU per forwarded UDP 64 B datagram, µs
+	goalTCPCPUPerGbit  = 0.035 // switch CPU per TCP Gbit, s
 )
 
 // Goal is one goal's verdict in a run.
@@ -38,15 +41,39 @@ func (r *Report) Goals() []Goal {
 				out = append(out, Goal{Mode: m, Goal: fmt.Sprintf("%s >= %.2fx %s", ref, bound, peer), Value: v, Figure: fmt.Sprintf("%.2fx", v), Met: v >= bound})
 			}
 		}
-		if m == UDP {
+		lower := func(name string, v *float64, bound float64, unit string) {
+			if v != nil {
+				out = append(out, Goal{Mode: m, Goal: fmt.Sprintf("%s %s <= %g%s", ref, name, bound, unit), Value: *v, Figure: fmt.Sprintf("%.3g%s", *v, unit), Met: *v <= bound})
+			}
+		}
+		switch m {
+		case UDP, UDP64:
 			versus(KernelVeth, goalUDPVsVeth)
 			versus(WireguardGo, goalUDPVsWireguard)
-			if sn.LossPct != nil {
+			if p := r.result(KernelVeth, m); p != nil && p.ForwardedPPS != nil && sn.ForwardedPPS != nil && *p.ForwardedPPS > 0 {
+				v := *sn.ForwardedPPS / *p.ForwardedPPS
+				out = append(out, Goal{Mode: m, Goal: fmt.Sprintf("%s forwarded (reaching the guest's UDP) >= %.2fx %s", ref, goalFwdVsVeth, KernelVeth), Value: v, Figure: fmt.Sprintf("%.2fx", v), Met: v >= goalFwdVsVeth})
+			}
+			if m == UDP && sn.LossPct != nil {
 				out = append(out, Goal{Mode: m, Goal: fmt.Sprintf("%s loss < %g%%", ref, goalUDPLossPct), Value: *sn.LossPct, Figure: fmt.Sprintf("%.2f%%", *sn.LossPct), Met: *sn.LossPct < goalUDPLossPct})
 			}
-		} else {
+			if m == UDP64 {
+				lower("CPU per forwarded datagram", sn.CPUPerPacketUS, goalCPUPerSmallUS, " µs")
+			}
+		case UDPGSO:
+			versus(WireguardGo, goalUDPVsWireguard)
+		case TCP, TCP4:
 			versus(KernelVeth, goalTCPVsVeth)
 			versus(WireguardGo, goalTCPVsWireguard)
+			lower("CPU per Gbit", sn.CPUPerGbit, goalTCPCPUPerGbit, " s")
+		case LatencyUDP, LatencyTCP:
+			if p := r.result(KernelVeth, m); p != nil && p.LatencyP50US != nil && sn.LatencyP50US != nil {
+				out = append(out, Goal{Mode: m, Goal: fmt.Sprintf("%s p50 one way <= %s's", ref, KernelVeth), Value: *sn.LatencyP50US,
+					Figure: fmt.Sprintf("%.1f µs against %.1f", *sn.LatencyP50US, *p.LatencyP50US), Met: *sn.LatencyP50US <= *p.LatencyP50US})
+			}
+			continue // allocations and memory are the throughput modes' goals
+		case PDR, PDR64:
+			continue // reported, with what limits it; no goal
 		}
 		if a := sn.AllocsPerPacket; a != nil {
 			out = append(out, Goal{Mode: m, Goal: fmt.Sprintf("%s allocs/packet < %g", ref, goalAllocs), Value: *a, Figure: fmt.Sprintf("%.2g", *a), Met: *a < goalAllocs})

@@ -12,11 +12,20 @@ import (
 	"softnet.dev/tun"
 )
 
-// udpRcvbufErrors returns the UDP datagrams (IPv4 and IPv6) the guest's
-// kernel dropped because the receiving socket's buffer was full. The
-// counters are the namespace's, read from /proc/thread-self/net on a
-// thread switched into it.
-func udpRcvbufErrors(ns string) (uint64, error) {
+// udpStats are a guest's UDP counters, IPv4 and IPv6 together.
+type udpStats struct {
+	// rcvbufErrors are the datagrams dropped because the receiving
+	// socket's buffer was full.
+	rcvbufErrors uint64
+	// reached are the datagrams that reached the UDP layer: delivered to
+	// a socket (InDatagrams) or dropped there (InErrors, which include
+	// RcvbufErrors). A GSO packet counts as the datagrams it carries.
+	reached uint64
+}
+
+// readUDPStats reads the guest's UDP counters. They are the namespace's,
+// read from /proc/thread-self/net on a thread switched into it.
+func readUDPStats(ns string) (udpStats, error) {
 	var v4, v6 []byte
 	err := netns.Do(ns, func() (err error) {
 		if v4, err = os.ReadFile("/proc/thread-self/net/snmp"); err != nil {
@@ -26,17 +35,34 @@ func udpRcvbufErrors(ns string) (uint64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return udpStats{}, err
 	}
-	a, err := parseSNMP(v4, "Udp", "RcvbufErrors")
-	if err != nil {
-		return 0, err
+	var s udpStats
+	for _, c := range []struct {
+		v6   bool
+		name string
+		into *uint64
+	}{
+		{false, "RcvbufErrors", &s.rcvbufErrors},
+		{false, "InDatagrams", &s.reached},
+		{false, "InErrors", &s.reached},
+		{true, "Udp6RcvbufErrors", &s.rcvbufErrors},
+		{true, "Udp6InDatagrams", &s.reached},
+		{true, "Udp6InErrors", &s.reached},
+	} {
+		var n uint64
+		var err error
+		if c.v6 {
+			n, err = parseSNMP6(v6, c.name)
+		} else {
+			n, err = parseSNMP(v4, "Udp", c.name)
+		}
+		if err != nil {
+			return udpStats{}, err
+		}
+		*c.into += n
 	}
-	b, err := parseSNMP6(v6, "Udp6RcvbufErrors")
-	if err != nil {
-		return 0, err
-	}
-	return a + b, nil
+	return s, nil
 }
 
 // parseSNMP returns one counter of /proc/net/snmp, where each protocol
@@ -110,15 +136,16 @@ func (g *guestCounters) close() {
 // failed.
 type guestSample struct {
 	rxB, txDroppedA, rcvbufB uint64
+	reachedB                 uint64 // datagrams that reached b's UDP layer
 	ok                       bool
 }
 
 func (g *guestCounters) sample() guestSample {
 	sa, errA := g.a.Read()
 	sb, errB := g.b.Read()
-	rcv, errR := udpRcvbufErrors(g.bNS)
+	udp, errR := readUDPStats(g.bNS)
 	if errA != nil || errB != nil || errR != nil {
 		return guestSample{}
 	}
-	return guestSample{rxB: sb.RxPackets, txDroppedA: sa.TxDropped, rcvbufB: rcv, ok: true}
+	return guestSample{rxB: sb.RxPackets, txDroppedA: sa.TxDropped, rcvbufB: udp.rcvbufErrors, reachedB: udp.reached, ok: true}
 }

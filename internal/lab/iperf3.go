@@ -53,22 +53,41 @@ func (g *iperf3Gen) name() string { return g.version }
 type iperf3Flow struct {
 	dir            string
 	server, client *process
-	mode           Mode
-	d              time.Duration
+	t              transfer
 }
 
-func (g *iperf3Gen) start(ctx context.Context, p *guestPair, mode Mode, d time.Duration, ipv6 bool) (_ flow, err error) {
+// iperf3Args returns the client's arguments for transfer t to dst:port.
+func iperf3Args(t transfer, dst, port string) []string {
+	args := []string{"-c", dst, "-p", port, "-t", strconv.Itoa(int(t.d / time.Second)), "--json"}
+	if t.tcp() {
+		if t.streams > 1 {
+			args = append(args, "-P", strconv.Itoa(t.streams))
+		}
+		return args
+	}
+	args = append(args, "-u", "-b", strconv.FormatFloat(t.rate, 'f', 0, 64), "-l", strconv.Itoa(t.payload))
+	if t.rcvbuf > 0 {
+		// -w sets the socket buffers of both ends, the receiver's too.
+		args = append(args, "-w", strconv.Itoa(t.rcvbuf))
+	}
+	return args
+}
+
+func (g *iperf3Gen) start(ctx context.Context, p *guestPair, t transfer) (_ flow, err error) {
+	if t.gso {
+		return nil, fmt.Errorf("%s cannot send with UDP_SEGMENT", g.version)
+	}
 	dir, err := os.MkdirTemp("", "softnet-lab-iperf3-")
 	if err != nil {
 		return nil, err
 	}
-	f := &iperf3Flow{dir: dir, mode: mode, d: d}
+	f := &iperf3Flow{dir: dir, t: t}
 	defer func() {
 		if err != nil {
 			f.stop()
 		}
 	}()
-	dst, port := p.b.addr(ipv6).String(), strconv.Itoa(transferPort)
+	dst, port := p.b.addr(t.ipv6).String(), strconv.Itoa(transferPort)
 	f.server, err = startProcess(ctx, p.b.ns, filepath.Join(dir, "server.log"), filepath.Join(dir, "server.log"),
 		g.path, "-s", "-1", "-B", dst, "-p", port, "--forceflush")
 	if err != nil {
@@ -77,11 +96,7 @@ func (g *iperf3Gen) start(ctx context.Context, p *guestPair, mode Mode, d time.D
 	if err := f.server.waitOutput(ctx, "Server listening", iperf3ListenTimeout); err != nil {
 		return nil, fmt.Errorf("iperf3 server in %s: %w", p.b.ns, err)
 	}
-	args := []string{"-c", dst, "-p", port, "-t", strconv.Itoa(int(d / time.Second)), "--json"}
-	if mode == UDP {
-		args = append(args, "-u", "-b", "0", "-l", strconv.Itoa(udpPayload(ipv6)))
-	}
-	f.client, err = startProcess(ctx, p.a.ns, filepath.Join(dir, "client.json"), filepath.Join(dir, "client.err"), g.path, args...)
+	f.client, err = startProcess(ctx, p.a.ns, filepath.Join(dir, "client.json"), filepath.Join(dir, "client.err"), g.path, iperf3Args(t, dst, port)...)
 	if err != nil {
 		return nil, fmt.Errorf("iperf3 client: %w", err)
 	}
@@ -92,7 +107,7 @@ func (f *iperf3Flow) threads() []int { return nil }
 
 func (f *iperf3Flow) wait(ctx context.Context) (flowResult, error) {
 	defer f.stop()
-	cerr := f.client.wait(ctx, f.d+iperf3Grace)
+	cerr := f.client.wait(ctx, f.t.d+iperf3Grace)
 	if err := ctx.Err(); err != nil {
 		return flowResult{}, err
 	}
@@ -103,7 +118,7 @@ func (f *iperf3Flow) wait(ctx context.Context) (flowResult, error) {
 	if err != nil {
 		return flowResult{}, err
 	}
-	res, perr := parseIperf3(out, f.mode)
+	res, perr := parseIperf3(out, f.t.tcp())
 	switch {
 	case cerr != nil && perr != nil && len(out) > 0:
 		// iperf3 --json reports its own failures in the JSON.
@@ -138,6 +153,18 @@ type process struct {
 // which execs the command in place: the PID is the command's), with
 // stdout and stderr to files.
 func startProcess(ctx context.Context, ns, stdout, stderr, name string, args ...string) (*process, error) {
+	return startArgv(ctx, stdout, stderr, append([]string{"ip", "netns", "exec", ns, name}, args...))
+}
+
+// startPinned is startProcess with the command pinned to one CPU
+// (taskset, which execs ip, which execs the command: the PID is still the
+// command's, and so is the CPU affinity it inherits).
+func startPinned(ctx context.Context, cpu int, ns, stdout, stderr, name string, args ...string) (*process, error) {
+	return startArgv(ctx, stdout, stderr, append([]string{"taskset", "-c", strconv.Itoa(cpu), "ip", "netns", "exec", ns, name}, args...))
+}
+
+// startArgv runs argv with stdout and stderr to files.
+func startArgv(ctx context.Context, stdout, stderr string, argv []string) (*process, error) {
 	outF, err := os.OpenFile(stdout, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -150,7 +177,7 @@ func startProcess(ctx context.Context, ns, stdout, stderr, name string, args ...
 		}
 		defer errF.Close()
 	}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = outF, errF
 	// Should the lab itself be killed outright, the kernel kills its
 	// children: nothing it started outlives it.

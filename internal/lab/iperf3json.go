@@ -35,9 +35,14 @@ type iperf3Sum struct {
 	LostPercent   float64 `json:"lost_percent"`
 }
 
-// parseIperf3 reads an iperf3 client's --json output for a transfer of
-// mode: the received rate, and the loss (UDP) or the retransmits (TCP).
-func parseIperf3(data []byte, mode Mode) (flowResult, error) {
+// parseIperf3 reads an iperf3 client's --json output for a UDP or a TCP
+// transfer: the received rate, and the loss (UDP) or the retransmits
+// (TCP), summed over its streams.
+func parseIperf3(data []byte, tcp bool) (flowResult, error) {
+	proto := "udp"
+	if tcp {
+		proto = "tcp"
+	}
 	var r iperf3Report
 	if err := json.Unmarshal(data, &r); err != nil {
 		return flowResult{}, fmt.Errorf("iperf3 output: %w", err)
@@ -45,12 +50,12 @@ func parseIperf3(data []byte, mode Mode) (flowResult, error) {
 	if r.Error != "" {
 		return flowResult{}, fmt.Errorf("iperf3: %s", r.Error)
 	}
-	if p := r.Start.TestStart.Protocol; p != "" && !strings.EqualFold(p, string(mode)) {
-		return flowResult{}, fmt.Errorf("iperf3 output: a %s test, want %s", p, mode)
+	if p := r.Start.TestStart.Protocol; p != "" && !strings.EqualFold(p, proto) {
+		return flowResult{}, fmt.Errorf("iperf3 output: a %s test, want %s", p, proto)
 	}
 	var res flowResult
-	switch mode {
-	case UDP:
+	switch proto {
+	case "udp":
 		rcv := r.End.SumReceived
 		if rcv == nil {
 			// Before sum_received existed, "sum" had the sender's bytes
@@ -76,7 +81,7 @@ func parseIperf3(data []byte, mode Mode) (flowResult, error) {
 		res.lost = rcv.LostPackets
 		res.lossPct = rcv.LostPercent
 		res.hasLoss = true
-	case TCP:
+	case "tcp":
 		rcv, snd := r.End.SumReceived, r.End.SumSent
 		if rcv == nil || snd == nil {
 			return res, fmt.Errorf("iperf3 output: no TCP summary")
@@ -87,8 +92,6 @@ func parseIperf3(data []byte, mode Mode) (flowResult, error) {
 			res.retransmits = *snd.Retransmits
 			res.hasRetransmits = true
 		}
-	default:
-		return res, fmt.Errorf("mode %q", mode)
 	}
 	if res.bitsPerSecond < 0 || res.seconds <= 0 {
 		return res, fmt.Errorf("iperf3 output: rate %g over %g s", res.bitsPerSecond, res.seconds)

@@ -19,7 +19,7 @@ func readSample(t *testing.T, name string) []byte {
 }
 
 func TestParseIperf3UDP(t *testing.T) {
-	res, err := parseIperf3(readSample(t, "iperf3-udp.json"), UDP)
+	res, err := parseIperf3(readSample(t, "iperf3-udp.json"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestParseIperf3UDP(t *testing.T) {
 }
 
 func TestParseIperf3TCP(t *testing.T) {
-	res, err := parseIperf3(readSample(t, "iperf3-tcp.json"), TCP)
+	res, err := parseIperf3(readSample(t, "iperf3-tcp.json"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,16 +52,16 @@ func TestParseIperf3TCP(t *testing.T) {
 }
 
 func TestParseIperf3Errors(t *testing.T) {
-	_, err := parseIperf3(readSample(t, "iperf3-error.json"), TCP)
+	_, err := parseIperf3(readSample(t, "iperf3-error.json"), true)
 	if err == nil || !strings.Contains(err.Error(), "Connection refused") {
 		t.Errorf("iperf3's own error: got %v", err)
 	}
 	// A TCP report read as UDP has no receiver datagrams.
-	if _, err := parseIperf3(readSample(t, "iperf3-tcp.json"), UDP); err == nil {
+	if _, err := parseIperf3(readSample(t, "iperf3-tcp.json"), false); err == nil {
 		t.Error("TCP output parsed as UDP")
 	}
 	for _, bad := range []string{"", "{", `{"end":{}}`, `{"end":{"sum_received":{"seconds":0,"bits_per_second":1},"sum_sent":{}}}`} {
-		if _, err := parseIperf3([]byte(bad), TCP); err == nil {
+		if _, err := parseIperf3([]byte(bad), true); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -73,7 +73,7 @@ func TestParseIperf3Errors(t *testing.T) {
 func TestParseIperf3OldUDP(t *testing.T) {
 	old := `{"start":{"test_start":{"protocol":"UDP","blksize":1000}},
 	  "end":{"sum":{"seconds":2,"bytes":99999999,"bits_per_second":4e8,"packets":100000,"lost_packets":25000,"lost_percent":25}}}`
-	res, err := parseIperf3([]byte(old), UDP)
+	res, err := parseIperf3([]byte(old), false)
 	if err != nil {
 		t.Fatal(err)
 	}

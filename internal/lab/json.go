@@ -19,8 +19,12 @@ func WriteJSON(w io.Writer, r *Report) error {
 	goals := r.Goals()
 	var reports []bench.Report
 	for _, m := range r.Options.Modes {
+		metric, unit, higher := "gbit_per_s", "Gbit/s", true
+		if m.kind() == kindLatency {
+			metric, unit, higher = "latency_p50_us", "us", false
+		}
 		br := bench.Report{Experiment: &bench.Experiment{
-			Name: Experiment(m), Desc: modeTitle(m, r), Metric: "gbit_per_s", Unit: "Gbit/s", Higher: true,
+			Name: Experiment(m), Desc: modeTitle(m, r), Metric: metric, Unit: unit, Higher: higher,
 		}}
 		for i := range r.Variants {
 			res := r.Variants[i].result(m)
@@ -29,8 +33,8 @@ func WriteJSON(w io.Writer, r *Report) error {
 			}
 			br.Results = append(br.Results, bench.Result{
 				Experiment: br.Experiment.Name, Variant: res.Variant, Metric: br.Experiment.Metric,
-				Value: res.Gbps, Unit: br.Experiment.Unit, Ratio: res.Ratio,
-				Ops: int(res.PPS * res.Duration), Reps: []float64{res.Gbps},
+				Value: res.main(), Unit: br.Experiment.Unit, Ratio: res.Ratio,
+				Ops: int(res.PPS * res.Duration), Reps: reps(res),
 				Extra: extraFields(r, &r.Variants[i], res),
 			})
 		}
@@ -51,7 +55,7 @@ func extraFields(r *Report, vr *VariantResult, res *Result) map[string]any {
 		transport = "tap"
 	}
 	ppsBasis := "datagrams_received"
-	if res.Mode == TCP {
+	if res.Mode.kind() == kindTCP {
 		ppsBasis = "device_rx_packets"
 	}
 	var cpuBasis, leak any
@@ -64,9 +68,16 @@ func extraFields(r *Report, vr *VariantResult, res *Result) map[string]any {
 	if vr.Variant.Softnet() {
 		leak = vr.Leak
 	}
-	var ratioTo any
+	var ratioTo, ratioWG any
 	if res.RatioTo != "" {
 		ratioTo = res.RatioTo
+	}
+	if res.RatioWG > 0 {
+		ratioWG = res.RatioWG
+	}
+	var pdr any
+	if p := res.PDR; p != nil {
+		pdr = map[string]any{"offered_gbit_per_s": p.OfferedGbps, "first_failing_gbit_per_s": p.BoundGbps, "trials": p.Trials, "limit": p.Limit, "loss_limit_pct": PDRLossPct}
 	}
 	return map[string]any{
 		"mode":                  string(res.Mode),
@@ -92,6 +103,25 @@ func extraFields(r *Report, vr *VariantResult, res *Result) map[string]any {
 		"remote_frees":          res.RemoteFrees,
 		"duration_s":            res.Duration,
 		"ratio_to":              ratioTo,
+		"ratio_wireguard_go":    ratioWG,
+		"gbit_per_s":            res.Gbps,
+		"forwarded_pps":         res.ForwardedPPS,
+		"rx_bytes_per_packet":   res.RxBytesPerPacket,
+		"cpu_us_per_packet":     res.CPUPerPacketUS,
+		"latency_p50_us":        res.LatencyP50US,
+		"latency_p99_us":        res.LatencyP99US,
+		"latency_avg_us":        res.LatencyAvgUS,
+		"pdr":                   pdr,
+		"runs":                  max(res.Runs, 1),
+		"spread":                res.Spread,
 		"leak_check":            leak,
 	}
+}
+
+// reps returns each run's main figure, or the one there is.
+func reps(res *Result) []float64 {
+	if len(res.Samples) > 0 {
+		return res.Samples
+	}
+	return []float64{res.main()}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestLabLadder(t *testing.T) {
 	requireLab(t)
 	start := time.Now()
 	rep, err := Run(context.Background(), Options{
-		Duration: 2 * time.Second, Peers: true, Ladder: true, Traffic: TrafficIperf3,
+		Duration: 2 * time.Second, Peers: true, Ladder: true, Traffic: TrafficIperf3, Modes: []Mode{UDP, TCP},
 		Progress: func(msg string) { t.Log(msg) },
 	})
 	t.Logf("run took %v", time.Since(start))
@@ -53,7 +54,7 @@ func TestLabLadder(t *testing.T) {
 		if vr.Variant.Name != want[i].Name {
 			t.Errorf("variant %d is %s, want %s", i, vr.Variant.Name, want[i].Name)
 		}
-		for _, m := range Modes {
+		for _, m := range rep.Options.Modes {
 			res := vr.result(m)
 			if res == nil || !(res.Gbps > 0) || !(res.PPS > 0) || res.Ratio <= 0 {
 				t.Errorf("%s %s: no figure: %+v", vr.Variant.Name, m, res)
@@ -191,9 +192,77 @@ func children(t *testing.T) []string {
 		if len(f) < 2 {
 			continue
 		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip") {
+		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip" || comm == "sockperf" || comm == "taskset") {
 			out = append(out, fmt.Sprintf("%s (%s, state %s)", strings.Fields(s)[0], comm, f[0]))
 		}
 	}
 	return out
+}
+
+// TestLabNewModes runs the modes beyond udp and tcp through softnet's
+// default configuration, twice (interleaved runs, medians): 64-byte
+// datagrams with the CPU per datagram, UDP_SEGMENT sends that the
+// guest's device hands the switch as GSO packets, four TCP streams,
+// latency when sockperf is there, and a short PDR search.
+func TestLabNewModes(t *testing.T) {
+	requireLab(t)
+	modes := []Mode{UDP64, UDPGSO, TCP4, LatencyUDP, PDR}
+	if _, err := findSockperf(); err != nil {
+		if os.Getenv(netnstest.RequireEnv) == "1" {
+			t.Fatalf("sockperf: %v, and %s=1", err, netnstest.RequireEnv)
+		}
+		t.Logf("no latency mode: %v", err)
+		modes = slices.DeleteFunc(modes, func(m Mode) bool { return m == LatencyUDP })
+	}
+	start := time.Now()
+	rep, err := Run(context.Background(), Options{
+		Duration: time.Second, Modes: modes, Runs: 2, PDRSteps: 3, PDRTrial: time.Second, Traffic: TrafficIperf3,
+		Progress: func(msg string) { t.Log(msg) },
+	})
+	t.Logf("run took %v", time.Since(start))
+	checkNothingLeft(t, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Variants) != 1 || rep.Variants[0].Leak != "ok" {
+		t.Fatalf("variants %+v, want softnet's with a balanced leak check", rep.Variants)
+	}
+	vr := rep.Variants[0]
+	for _, m := range modes {
+		res := vr.result(m)
+		if res == nil {
+			t.Errorf("%s: no result (skipped: %q)", m, vr.Skipped[m])
+			continue
+		}
+		if res.Runs != 2 || len(res.Samples) != 2 || res.main() <= 0 {
+			t.Errorf("%s: runs %d, samples %v, main figure %v", m, res.Runs, res.Samples, res.main())
+		}
+	}
+	if res := vr.result(UDP64); res != nil && (res.PPS <= 0 || res.CPUPerPacketUS == nil || res.ForwardedPPS == nil || *res.ForwardedPPS < res.PPS) {
+		t.Errorf("udp64: %+v", res)
+	}
+	// The guest's device hands the switch whole UDP_SEGMENT sends (USO):
+	// tens of KiB a packet, where a datagram is 1500 bytes.
+	if res := vr.result(UDPGSO); res != nil && (res.RxBytesPerPacket == nil || *res.RxBytesPerPacket < 16<<10 || res.PPS <= 0) {
+		t.Errorf("udp-gso: %v bytes per packet received by the switch, want GSO packets: %+v", res.RxBytesPerPacket, res)
+	}
+	if res := vr.result(LatencyUDP); res != nil && (res.LatencyP50US == nil || res.LatencyP99US == nil || *res.LatencyP99US < *res.LatencyP50US) {
+		t.Errorf("latency-udp: %+v", res)
+	}
+	if res := vr.result(PDR); res != nil && (res.PDR == nil || res.PDR.Trials < 1 || res.PDR.Trials > 3 || res.PDR.Limit == "") {
+		t.Errorf("pdr: %+v", res)
+	}
+	var table, js bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"udp-gso: 1472-byte datagrams sent 44 per send", "tcp4: 4 parallel streams", "PDR Gbit/s", "2 runs, interleaved"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	t.Logf("\n%s", table.String())
 }

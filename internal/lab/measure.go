@@ -22,6 +22,7 @@ type snapshot struct {
 	bufs      buffer.Stats
 	bufsOK    bool
 	noMem     uint64 // receive bursts the devices cut short for want of a buffer
+	guests    guestSample
 }
 
 // probe takes snapshots of one transfer.
@@ -29,6 +30,7 @@ type probe struct {
 	dp      datapath
 	devices func() uint64 // the devices' NOMEM stalls, or nil
 	flow    flow
+	guests  *guestCounters // read last: its CPU time falls outside the window's end
 }
 
 // take reads everything but the heap counter; mallocs adds that. At the
@@ -53,6 +55,9 @@ func (p *probe) take() snapshot {
 	s.bufs, s.bufsOK = p.dp.buffers()
 	if p.devices != nil {
 		s.noMem = p.devices()
+	}
+	if p.guests != nil {
+		s.guests = p.guests.sample()
 	}
 	return s
 }
@@ -112,8 +117,23 @@ func fill(res *Result, s0, w0, w1, s1 snapshot, idle float64, pool int64) {
 			res.AllocsPerPacket = ptr(float64(w1.mallocs-w0.mallocs) / float64(fwd.packets))
 		}
 	}
+	if res.Mode.kind() == kindUDP && w0.guests.ok && w1.guests.ok && window > 0 {
+		if n := w1.guests.reachedB - w0.guests.reachedB; n > 0 {
+			res.ForwardedPPS = ptr(float64(n) / window)
+			if w0.fwdOK && w1.fwdOK {
+				cpu := (w1.proc - w0.proc).Seconds() - idle*window
+				if w0.genOK && w1.genOK {
+					cpu -= (w1.gen - w0.gen).Seconds()
+				}
+				res.CPUPerPacketUS = ptr(max(0, cpu) / float64(n) * 1e6)
+			}
+		}
+	}
 	if s0.fwdOK && s1.fwdOK {
 		res.Forwarded = ptr(s1.fwd.packets - s0.fwd.packets)
+		if n := s1.fwd.rxPackets - s0.fwd.rxPackets; n > 0 {
+			res.RxBytesPerPacket = ptr(float64(s1.fwd.rxBytes-s0.fwd.rxBytes) / float64(n))
+		}
 	}
 	if s0.bufsOK && s1.bufsOK {
 		a, b := &s0.bufs, &s1.bufs

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -11,18 +12,87 @@ import (
 type Mode string
 
 const (
-	UDP Mode = "udp" // 1472-byte datagrams, no rate limit (iperf3 -u -b 0 -l 1472)
-	TCP Mode = "tcp" // one bulk stream
+	UDP    Mode = "udp"     // 1472-byte datagrams, no rate limit (iperf3 -u -b 0 -l 1472)
+	UDP64  Mode = "udp64"   // 64-byte datagrams, no rate limit: packets per second
+	UDPGSO Mode = "udp-gso" // 1472-byte segments sent 44 at a time with UDP_SEGMENT, as QUIC stacks send
+	TCP    Mode = "tcp"     // one bulk stream
+	TCP4   Mode = "tcp4"    // four parallel streams (iperf3 -P 4)
+	// Latency: sockperf ping-pong of 64-byte messages, client and server
+	// pinned to different CPUs; one-way latency (half the round trip).
+	LatencyUDP Mode = "latency-udp"
+	LatencyTCP Mode = "latency-tcp"
+	// The zero-loss throughput search (FD.io CSIT's PDR): the highest
+	// offered UDP rate whose loss is at most PDRLossPct, by binary search.
+	PDR   Mode = "pdr"   // 1472-byte datagrams
+	PDR64 Mode = "pdr64" // 64-byte datagrams
 )
 
 // Modes lists every mode, in run order.
-var Modes = []Mode{UDP, TCP}
+var Modes = []Mode{UDP, UDP64, UDPGSO, TCP, TCP4, LatencyUDP, LatencyTCP, PDR, PDR64}
+
+// DefaultModes are what a run measures unless told otherwise: the
+// figures of the issue's headline, in about half a minute per variant.
+var DefaultModes = []Mode{UDP, UDP64, TCP}
+
+// Shorthands accepted by ParseModes.
+var modeGroups = map[string][]Mode{
+	"all":     Modes,
+	"latency": {LatencyUDP, LatencyTCP},
+}
+
+// ParseModes turns the names given to --modes into modes: each a mode's
+// name, "latency" (UDP and TCP) or "all". Case and spaces do not matter;
+// a mode named twice is an error, as is an unknown name.
+func ParseModes(names []string) ([]Mode, error) {
+	var out []Mode
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		ms, ok := modeGroups[n]
+		if !ok {
+			ms = []Mode{Mode(n)}
+		}
+		for _, m := range ms {
+			if !slices.Contains(Modes, m) {
+				return nil, fmt.Errorf("mode %q: want one of %s, latency or all", n, modeNames(Modes))
+			}
+			if slices.Contains(out, m) {
+				return nil, fmt.Errorf("mode %q given twice", m)
+			}
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// kind groups the modes by how they are measured and reported.
+type kind int
+
+const (
+	kindUDP     kind = iota // a UDP transfer at no rate limit
+	kindTCP                 // a TCP transfer
+	kindLatency             // a sockperf ping-pong
+	kindPDR                 // a search over UDP transfers at set rates
+)
+
+func (m Mode) kind() kind {
+	switch m {
+	case TCP, TCP4:
+		return kindTCP
+	case LatencyUDP, LatencyTCP:
+		return kindLatency
+	case PDR, PDR64:
+		return kindPDR
+	}
+	return kindUDP
+}
 
 // UDP payload sizes: each datagram is one 1500-byte packet, the MTU of
 // every device in the lab. Over IPv6 1472 bytes would need two fragments.
 const (
 	UDPPayload  = 1472 // over IPv4 (iperf3 -l 1472)
 	UDPPayload6 = 1452 // over IPv6
+	SmallUDP    = 64   // udp64, pdr64 and the latency modes' messages
+	TCPStreams4 = 4    // tcp4's parallel streams
 )
 
 // udpPayload returns the datagram size of the family the traffic uses.
@@ -31,6 +101,15 @@ func udpPayload(ipv6 bool) int {
 		return UDPPayload6
 	}
 	return UDPPayload
+}
+
+// payload returns the datagram (or message) size of mode m.
+func (m Mode) payload(ipv6 bool) int {
+	switch m {
+	case UDP64, PDR64, LatencyUDP, LatencyTCP:
+		return SmallUDP
+	}
+	return udpPayload(ipv6)
 }
 
 // Traffic says what generates the traffic.
@@ -42,8 +121,14 @@ const (
 	TrafficBuiltin Traffic = "builtin" // Go sockets in this process
 )
 
-// DefaultDuration is the length of each transfer.
-const DefaultDuration = 10 * time.Second
+// Defaults.
+const (
+	DefaultDuration = 10 * time.Second // each transfer
+	DefaultPDRSteps = 7                // trials of a PDR search: one at full rate, six halvings
+	DefaultPDRTrial = 2 * time.Second  // each of them
+	PDRLossPct      = 0.5              // the loss a PDR trial may have
+	maxRuns         = 20
+)
 
 // Options configure a run. The zero value plus Peers is `softnet lab`.
 type Options struct {
@@ -53,9 +138,17 @@ type Options struct {
 	TAP      bool    // TAP ports bridged by MAC address instead of routed TUN ports
 	Peers    bool    // also measure kernel-veth, wireguard-go and softnet-tun
 	Ladder   bool    // softnet's ladder instead of its default configuration alone
-	Modes    []Mode  // default: Modes
+	Modes    []Mode  // default: DefaultModes
 	Traffic  Traffic // default TrafficAuto
 	IPv6     bool    // run the traffic over the guests' IPv6 addresses
+	// Runs is how many times each variant is measured (default 1). The
+	// runs are interleaved, the variants' order rotated each round, and
+	// the report gives each figure's median and the spread.
+	Runs int
+	// PDRSteps and PDRTrial bound a PDR search: its number of trials
+	// (at least 2) and the length of each, in whole seconds.
+	PDRSteps int
+	PDRTrial time.Duration
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -75,10 +168,19 @@ func (o Options) withDefaults() (Options, error) {
 		o.Duration = DefaultDuration
 	}
 	if len(o.Modes) == 0 {
-		o.Modes = Modes
+		o.Modes = DefaultModes
 	}
 	if o.Traffic == "" {
 		o.Traffic = TrafficAuto
+	}
+	if o.Runs == 0 {
+		o.Runs = 1
+	}
+	if o.PDRSteps == 0 {
+		o.PDRSteps = DefaultPDRSteps
+	}
+	if o.PDRTrial == 0 {
+		o.PDRTrial = DefaultPDRTrial
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -89,16 +191,26 @@ func (o Options) withDefaults() (Options, error) {
 	return o, o.validate()
 }
 
-func (o Options) validate() error {
-	if o.Duration < time.Second || o.Duration%time.Second != 0 {
-		return fmt.Errorf("duration %v: want whole seconds, at least 1s (iperf3 -t takes seconds)", o.Duration)
+func wholeSeconds(what string, d time.Duration) error {
+	if d < time.Second || d%time.Second != 0 {
+		return fmt.Errorf("%s %v: want whole seconds, at least 1s (iperf3 -t takes seconds)", what, d)
 	}
-	if o.Duration > time.Hour {
-		return fmt.Errorf("duration %v: at most 1h", o.Duration)
+	if d > time.Hour {
+		return fmt.Errorf("%s %v: at most 1h", what, d)
+	}
+	return nil
+}
+
+func (o Options) validate() error {
+	if err := wholeSeconds("duration", o.Duration); err != nil {
+		return err
+	}
+	if err := wholeSeconds("pdr trial", o.PDRTrial); err != nil {
+		return err
 	}
 	for i, m := range o.Modes {
 		if !slices.Contains(Modes, m) {
-			return fmt.Errorf("mode %q: want udp or tcp", m)
+			return fmt.Errorf("mode %q: want one of %s", m, modeNames(Modes))
 		}
 		if slices.Contains(o.Modes[:i], m) {
 			return fmt.Errorf("mode %q given twice", m)
@@ -109,5 +221,20 @@ func (o Options) validate() error {
 	default:
 		return fmt.Errorf("traffic %q: want auto, iperf3 or builtin", o.Traffic)
 	}
+	if o.Runs < 1 || o.Runs > maxRuns {
+		return fmt.Errorf("runs %d: want 1 to %d", o.Runs, maxRuns)
+	}
+	if o.PDRSteps < 2 || o.PDRSteps > 20 {
+		return fmt.Errorf("pdr steps %d: want 2 to 20 (one trial at full rate, then halvings)", o.PDRSteps)
+	}
 	return nil
+}
+
+// modeNames lists modes for a message: "udp, udp64, …".
+func modeNames(ms []Mode) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
 }

@@ -12,10 +12,13 @@ type Result struct {
 	Variant string
 	// Gbps is the payload rate the receiving guest got, in Gbit/s.
 	Gbps float64
-	// Ratio is Gbps relative to RatioTo's in the same mode and run:
-	// kernel-veth's, or without the peers the first variant's.
+	// Ratio is the mode's main figure (Gbps; for latency the median)
+	// relative to RatioTo's in the same mode and run: kernel-veth's, or
+	// without the peers the first variant's. RatioWG is the same against
+	// wireguard-go, 0 without it.
 	Ratio   float64
 	RatioTo string
+	RatioWG float64
 	// PPS is packets per second received: UDP datagrams for UDP, packets
 	// the receiving guest's device counted for TCP (a GSO packet counts
 	// once).
@@ -36,10 +39,26 @@ type Result struct {
 	// threads alone (not its TX goroutines nor the Go runtime).
 	CPUPerGbit       *float64
 	WorkerCPUPerGbit *float64
+	// UDP modes: ForwardedPPS is the datagrams per second that reached
+	// the receiving guest's UDP layer over the window (delivered to the
+	// socket or dropped there for want of room), whichever the datapath;
+	// CPUPerPacketUS is the in-process datapath's CPU time (as for
+	// CPUPerGbit) per such datagram, in µs.
+	ForwardedPPS   *float64
+	CPUPerPacketUS *float64
+	// Latency modes: one-way latency (half the round trip) in µs.
+	LatencyP50US, LatencyP99US, LatencyAvgUS *float64
+	// PDR modes: the search's outcome. Gbps, PPS and LossPct are then the
+	// figures of the highest passing trial.
+	PDR *PDRResult
 	// AllocsPerPacket is heap allocations (runtime.MemStats.Mallocs) over
 	// the window per packet the datapath forwarded in it.
 	AllocsPerPacket *float64
 	Forwarded       *uint64 // packets the in-process datapath forwarded, whole transfer
+	// RxBytesPerPacket is the mean size of the packets softnet received,
+	// whole transfer: about 64 KiB when the guest's device hands it GSO
+	// packets.
+	RxBytesPerPacket *float64
 	// PeakRSS is the process's VmHWM after the transfer of an in-process
 	// datapath; with RSSReset it was reset before, so the peak is this
 	// transfer's.
@@ -56,6 +75,34 @@ type Result struct {
 	RemoteFrees *uint64
 	// Duration is the transfer's length as the receiver measured it.
 	Duration float64
+	// Runs is how many runs the figures are the median of; Samples the
+	// main figure of each, in the order measured; Spread half their range
+	// relative to the median (0 for one run).
+	Runs    int
+	Samples []float64
+	Spread  float64
+}
+
+// PDRResult is a zero-loss throughput search's outcome.
+type PDRResult struct {
+	OfferedGbps float64 // the highest offered rate with loss ≤ PDRLossPct (the sender's own top rate if that passed)
+	BoundGbps   float64 // the lowest offered rate that failed, 0 if none did
+	Trials      int
+	// Limit says what limits the rate: where the datagrams of the
+	// lowest failing trial were lost, or the sender if none failed.
+	Limit string
+}
+
+// main returns the mode's main figure: the median latency for the
+// latency modes (lower is better), else Gbps.
+func (r *Result) main() float64 {
+	if r.Mode.kind() == kindLatency {
+		if r.LatencyP50US == nil {
+			return 0
+		}
+		return *r.LatencyP50US
+	}
+	return r.Gbps
 }
 
 // VariantResult is one variant of a run: its figures per mode and, for
@@ -64,6 +111,8 @@ type VariantResult struct {
 	Variant Variant
 	Results []Result // in the run's mode order
 	Leak    string   // softnet: "ok" or the leak check's failure
+	// Skipped says why a mode was not measured on this variant.
+	Skipped map[Mode]string
 }
 
 // Report is a run's outcome.
@@ -72,6 +121,8 @@ type Report struct {
 	Traffic    string // what generated the traffic, e.g. "iperf3 3.12"
 	Builtin    bool   // the traffic came from the built-in generator
 	Note       string // why the traffic is not what was asked, if it is not
+	Latency    string // what measured latency, e.g. "sockperf 3.7", "" if nothing did
+	CPUs       [2]int // the CPUs the latency client and server were pinned to
 	Variants   []VariantResult
 	Namespaces []string // every namespace the run created (all removed)
 }
@@ -87,7 +138,7 @@ func (r *Report) result(name string, mode Mode) *Result {
 }
 
 // setRatios relates every figure to kernel-veth's in the same mode or,
-// without it, to the first variant's.
+// without it, to the first variant's, and to wireguard-go's.
 func (r *Report) setRatios() {
 	for _, m := range r.Options.Modes {
 		var ref *Result
@@ -98,12 +149,17 @@ func (r *Report) setRatios() {
 				}
 			}
 		}
-		if ref == nil || ref.Gbps <= 0 {
-			continue
-		}
+		wg := r.result(WireguardGo, m)
 		for i := range r.Variants {
-			if res := r.Variants[i].result(m); res != nil {
-				res.Ratio, res.RatioTo = res.Gbps/ref.Gbps, ref.Variant
+			res := r.Variants[i].result(m)
+			if res == nil {
+				continue
+			}
+			if ref != nil && ref.main() > 0 {
+				res.Ratio, res.RatioTo = res.main()/ref.main(), ref.Variant
+			}
+			if wg != nil && wg.main() > 0 {
+				res.RatioWG = res.main() / wg.main()
 			}
 		}
 	}

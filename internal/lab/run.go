@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -21,12 +23,14 @@ const (
 // ErrNotRoot is returned when the lab cannot create namespaces and devices.
 var ErrNotRoot = errors.New("softnet lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces and TUN devices)")
 
-// Run measures every variant o asks for, one after another, each between
-// two namespaces of its own that are removed before the next begins. The
-// report holds every variant measured, also when Run fails: a variant
-// that fails (or leaks buffers) does not stop the others, and its error
-// is returned at the end. When ctx is cancelled Run removes what exists,
-// and returns an error that matches ctx's.
+// Run measures every variant o asks for, o.Runs times, one after
+// another, each between two namespaces of its own that are removed before
+// the next begins. Each round measures every variant once, starting one
+// variant later than the round before. The report holds every variant
+// measured, also when Run fails: a variant that fails (or leaks buffers)
+// does not stop the others, and its error is returned at the end. When
+// ctx is cancelled Run removes what exists, and returns an error that
+// matches ctx's.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -40,35 +44,66 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	_, builtin := gen.(builtinGen)
-	rep := &Report{Options: o, Traffic: gen.name(), Builtin: builtin, Note: note}
+	rep := &Report{Traffic: gen.name(), Builtin: builtin, Note: note}
 	if note != "" {
 		o.Progress(note)
 	}
+	gens := generators{main: gen}
+	if slices.ContainsFunc(o.Modes, func(m Mode) bool { return m.kind() == kindLatency }) {
+		sp, err := findSockperf()
+		if err != nil {
+			// Skipped, not failed: the other modes are still worth a run.
+			msg := fmt.Sprintf("latency modes skipped: sockperf is not installed (apt-get install sockperf): %v", err)
+			rep.Note = strings.TrimPrefix(rep.Note+"; "+msg, "; ")
+			o.Progress(msg)
+			o.Modes = slices.DeleteFunc(slices.Clone(o.Modes), func(m Mode) bool { return m.kind() == kindLatency })
+		} else {
+			gens.latency = sp
+			rep.Latency, rep.CPUs = sp.name(), sp.cpus
+		}
+	}
+	rep.Options = o
 	runID := newRunID()
 	variants := Variants(o)
+	runs := make([][]VariantResult, len(variants))
 	var errs []error
-	for i, v := range variants {
-		if ctx.Err() != nil {
-			break
-		}
-		o.Progress(fmt.Sprintf("[%d/%d] %s", i+1, len(variants), v.Name))
-		var vr *VariantResult
-		var err error
-		// Goroutines the variant starts (the engine's worker) carry its
-		// name in CPU profiles: go tool pprof -tagfocus variant=+bulk.
-		pprof.Do(ctx, pprof.Labels("variant", v.Name), func(ctx context.Context) {
-			vr, err = runVariant(ctx, o, gen, runID, i, v, rep)
-		})
-		if vr != nil {
-			rep.Variants = append(rep.Variants, *vr)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", v.Name, err))
+	step, steps := 0, o.Runs*len(variants)
+rounds:
+	for round := range o.Runs {
+		for _, i := range rotation(len(variants), round) {
 			if ctx.Err() != nil {
-				o.Progress(fmt.Sprintf("[%d/%d] %s interrupted; what it created is removed", i+1, len(variants), v.Name))
-			} else {
-				o.Progress(fmt.Sprintf("[%d/%d] %s failed: %v", i+1, len(variants), v.Name, err))
+				break rounds
 			}
+			v := variants[i]
+			step++
+			label := fmt.Sprintf("[%d/%d] %s", step, steps, v.Name)
+			if o.Runs > 1 {
+				label += fmt.Sprintf(" (run %d of %d)", round+1, o.Runs)
+			}
+			o.Progress(label)
+			var vr *VariantResult
+			var err error
+			// Goroutines the variant starts (the engine's worker) carry its
+			// name in CPU profiles: go tool pprof -tagfocus variant=+bulk.
+			pprof.Do(ctx, pprof.Labels("variant", v.Name), func(ctx context.Context) {
+				vr, err = runVariant(ctx, o, gens, runID, round*len(variants)+i, v, rep)
+			})
+			if vr != nil {
+				runs[i] = append(runs[i], *vr)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", v.Name, err))
+				if ctx.Err() != nil {
+					o.Progress(fmt.Sprintf("%s interrupted; what it created is removed", label))
+				} else {
+					o.Progress(fmt.Sprintf("%s failed: %v", label, err))
+				}
+			}
+		}
+	}
+	for i := range variants {
+		if len(runs[i]) > 0 {
+			rep.Variants = append(rep.Variants, aggregateVariant(runs[i], o.Modes))
 		}
 	}
 	rep.setRatios()
@@ -77,6 +112,31 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	return rep, errors.Join(errs...)
 }
+
+// generators are what a run's modes use: iperf3 or the built-in
+// generator for throughput, the built-in one for udp-gso (iperf3 3.12 has
+// no UDP_SEGMENT), sockperf for latency (nil when it is not installed).
+type generators struct {
+	main    generator
+	latency generator
+}
+
+func (g generators) forMode(m Mode) generator {
+	switch {
+	case m == UDPGSO:
+		return builtinGen{}
+	case m.kind() == kindLatency:
+		return g.latency
+	}
+	return g.main
+}
+
+// skipError is a mode that cannot run on a variant (udp-gso on a device
+// without checksum offload): reported, not failed.
+type skipError struct{ err error }
+
+func (e skipError) Error() string { return e.err.Error() }
+func (e skipError) Unwrap() error { return e.err }
 
 // checkHost returns why the lab cannot run here, or nil.
 func checkHost() error {
@@ -110,7 +170,7 @@ func pickGenerator(t Traffic) (generator, string, error) {
 
 // runVariant sets up variant number index, runs every mode through it and
 // takes it down again, whatever happens.
-func runVariant(ctx context.Context, o Options, gen generator, runID string, index int, v Variant, rep *Report) (vr *VariantResult, err error) {
+func runVariant(ctx context.Context, o Options, gens generators, runID string, index int, v Variant, rep *Report) (vr *VariantResult, err error) {
 	u := &undoStack{}
 	defer func() {
 		if uerr := u.unwind(); uerr != nil {
@@ -155,7 +215,22 @@ func runVariant(ctx context.Context, o Options, gen generator, runID string, ind
 	}
 	u.push("netlink sockets", func() error { gc.close(); return nil })
 	for _, m := range o.Modes {
-		res, err := runMode(ctx, o, gen, pair, dp, gc, v, m)
+		var res Result
+		var err error
+		if m.kind() == kindPDR {
+			res, err = runPDR(ctx, o, gens.main, pair, dp, gc, v, m)
+		} else {
+			res, err = runMode(ctx, o, gens.forMode(m), pair, dp, gc, v, m)
+		}
+		var skip skipError
+		if errors.As(err, &skip) && ctx.Err() == nil {
+			if vr.Skipped == nil {
+				vr.Skipped = map[Mode]string{}
+			}
+			vr.Skipped[m] = skip.Error()
+			o.Progress(fmt.Sprintf("      %s: %s skipped: %v", v.Name, m, skip))
+			continue
+		}
 		if err != nil {
 			return vr, fmt.Errorf("%s: %w", m, err)
 		}
@@ -186,14 +261,13 @@ func runMode(ctx context.Context, o Options, gen generator, pair *guestPair, dp 
 	runtime.GC()
 	idle := idleRate(idleFor)
 	res.RSSReset = resetPeakRSS()
-	p := &probe{dp: dp}
+	p := &probe{dp: dp, guests: gc}
 	if s, ok := dp.(*softnetPath); ok {
 		p.devices = s.deviceNoMem
 	}
 	o.Progress(fmt.Sprintf("      %s: %s for %v", v.Name, m, o.Duration))
-	g0 := gc.sample()
 	s0 := p.take()
-	fl, err := gen.start(ctx, pair, m, o.Duration, o.IPv6)
+	fl, err := gen.start(ctx, pair, newTransfer(m, o.Duration, o.IPv6))
 	if err != nil {
 		return res, err
 	}
@@ -225,21 +299,27 @@ func runMode(ctx context.Context, o Options, gen generator, pair *guestPair, dp 
 	}
 	sleepCtx(ctx, publishWait)
 	s1 := p.take()
-	g1 := gc.sample()
 	if rss, err := peakRSS(); err == nil && v.InProcess() {
 		res.PeakRSS = ptr(rss)
 	}
 
 	res.Gbps = fr.bitsPerSecond / 1e9
 	res.Duration = fr.seconds
+	g0, g1 := s0.guests, s1.guests
 	switch {
-	case m == UDP && fr.seconds > 0:
+	case m.kind() == kindUDP && fr.seconds > 0:
 		res.PPS = float64(fr.packets) / fr.seconds
-	case g0.ok && g1.ok && fr.seconds > 0:
+	case m.kind() == kindTCP && g0.ok && g1.ok && fr.seconds > 0:
 		res.PPS = float64(g1.rxB-g0.rxB) / fr.seconds
 	}
-	if g0.ok && g1.ok {
-		res.SenderDevDrops = ptr(g1.txDroppedA - g0.txDroppedA)
+	if g0.ok && g1.ok && m.kind() != kindLatency {
+		dev := g1.txDroppedA - g0.txDroppedA
+		if m == UDPGSO {
+			// The device counts a GSO packet once; each is one send of
+			// gsoSegments datagrams.
+			dev *= uint64(gsoSegments(m.payload(o.IPv6)))
+		}
+		res.SenderDevDrops = ptr(dev)
 		res.ReceiverSocketDrops = ptr(g1.rcvbufB - g0.rcvbufB)
 	}
 	if fr.hasLoss {
@@ -249,8 +329,90 @@ func runMode(ctx context.Context, o Options, gen generator, pair *guestPair, dp 
 		res.Retransmits = ptr(fr.retransmits)
 	}
 	fill(&res, s0, w0, w1, s1, idle, dp.poolBytes())
-	o.Progress(fmt.Sprintf("      %s: %s %.2f Gbit/s", v.Name, m, res.Gbps))
+	if l := fr.latency; l != nil {
+		res.LatencyP50US, res.LatencyP99US, res.LatencyAvgUS = ptr(l.p50), ptr(l.p99), ptr(l.avg)
+		// A ping-pong moves too little for a cost per Gbit to mean much.
+		res.CPUPerGbit, res.WorkerCPUPerGbit, res.AllocsPerPacket = nil, nil, nil
+		o.Progress(fmt.Sprintf("      %s: %s p50 %.1f µs, p99 %.1f µs one way", v.Name, m, l.p50, l.p99))
+		return res, nil
+	}
+	o.Progress(fmt.Sprintf("      %s: %s %.2f Gbit/s, %.0f kpps", v.Name, m, res.Gbps, res.PPS/1e3))
 	return res, nil
+}
+
+// runPDR searches for the highest offered UDP rate that the datapath
+// carries with loss at most PDRLossPct, in o.PDRSteps trials of
+// o.PDRTrial, the receiver with a large socket buffer.
+func runPDR(ctx context.Context, o Options, gen generator, pair *guestPair, dp datapath, gc *guestCounters, v Variant, m Mode) (Result, error) {
+	res := Result{Mode: m, Variant: v.Name}
+	payload := m.payload(o.IPv6)
+	o.Progress(fmt.Sprintf("      %s: %s, %d trials of %v", v.Name, m, o.PDRSteps, o.PDRTrial))
+	trial := func(ctx context.Context, rate float64) (pdrTrial, error) {
+		t := transfer{mode: m, d: o.PDRTrial, ipv6: o.IPv6, payload: payload, rate: rate, rcvbuf: pdrRcvBuf}
+		g0, b0 := gc.sample(), pathDrops(dp)
+		fl, err := gen.start(ctx, pair, t)
+		if err != nil {
+			return pdrTrial{}, err
+		}
+		fr, err := fl.wait(ctx)
+		if err != nil {
+			return pdrTrial{}, err
+		}
+		sleepCtx(ctx, publishWait)
+		g1, b1 := gc.sample(), pathDrops(dp)
+		tr := pdrTrial{Offered: rate, Received: fr.bitsPerSecond, LossPct: fr.lossPct, Lost: fr.lost, PathDrops: b1 - b0}
+		if fr.seconds > 0 {
+			tr.PPS = float64(fr.packets) / fr.seconds
+			tr.Sent = float64(fr.packets+fr.lost) * float64(payload) * 8 / fr.seconds
+		}
+		if g0.ok && g1.ok {
+			tr.DevDrops, tr.SockDrops = g1.txDroppedA-g0.txDroppedA, g1.rcvbufB-g0.rcvbufB
+		}
+		verdict := "pass"
+		if !tr.pass() {
+			verdict = "fail"
+		}
+		o.Progress(fmt.Sprintf("        offered %s: sent %.3f, received %.3f Gbit/s, loss %.2f%%: %s", fmtRate(rate), tr.Sent/1e9, tr.Received/1e9, tr.LossPct, verdict))
+		return tr, nil
+	}
+	out, err := pdrSearch(ctx, o.PDRSteps, trial)
+	if err != nil {
+		return res, err
+	}
+	p := &PDRResult{Trials: len(out.trials), Limit: pdrLimit(out)}
+	if out.fail != nil {
+		p.BoundGbps = out.fail.offered() / 1e9
+	}
+	if b := out.best; b != nil {
+		p.OfferedGbps = b.offered() / 1e9
+		res.Gbps, res.PPS, res.LossPct = b.Received/1e9, b.PPS, ptr(b.LossPct)
+		res.Duration = o.PDRTrial.Seconds()
+	}
+	res.PDR = p
+	o.Progress(fmt.Sprintf("      %s: %s %.3f Gbit/s received at %.3f offered; limit: %s", v.Name, m, res.Gbps, p.OfferedGbps, p.Limit))
+	return res, nil
+}
+
+// pathDrops returns the packets an in-process softnet datapath has
+// dropped so far, for any reason; 0 for the others.
+func pathDrops(dp datapath) uint64 {
+	s, ok := dp.buffers()
+	if !ok {
+		return 0
+	}
+	var n uint64
+	for _, c := range s.Drops {
+		n += c
+	}
+	return n
+}
+
+// fmtRate prints an offered rate: "no limit" for 0.
+func fmtRate(bps float64) string {
+	if bps <= 0 {
+		return "no limit"
+	}
+	return fmt.Sprintf("%.3f Gbit/s", bps/1e9)
 }
 
 // sleepCtx sleeps for d and reports whether it did, false if ctx ended

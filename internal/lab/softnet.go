@@ -49,6 +49,8 @@ func (s *softnetPath) counters() (forwarded, bool) {
 	for _, p := range s.sw.Engine().Stats().Ports {
 		c.packets += p.TxPackets
 		c.bytes += p.TxBytes
+		c.rxPackets += p.RxPackets
+		c.rxBytes += p.RxBytes
 	}
 	return c, true
 }

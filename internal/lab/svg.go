@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -37,16 +38,19 @@ const (
 )
 
 // modeColors are the bars' fills by mode.
-var modeColors = map[Mode]string{UDP: "#4e79a7", TCP: "#f28e2b"}
+var modeColors = map[Mode]string{UDP: "#4e79a7", TCP: "#f28e2b", UDP64: "#76b7b2", UDPGSO: "#59a14f", TCP4: "#e15759", PDR: "#b07aa1", PDR64: "#9c755f"}
 
 // WriteSVG draws the report as a bar chart: per variant, one bar per
 // mode with its Gbit/s above it, a y axis with ticks, and a legend.
 func WriteSVG(w io.Writer, r *Report) error {
-	modes := r.Options.Modes
+	// Latency is not a rate: the chart leaves it out.
+	modes := slices.DeleteFunc(slices.Clone(r.Options.Modes), func(m Mode) bool { return m.kind() == kindLatency })
 	top := 0.0
 	for _, vr := range r.Variants {
-		for _, res := range vr.Results {
-			top = max(top, res.Gbps)
+		for _, m := range modes {
+			if res := vr.result(m); res != nil {
+				top = max(top, res.Gbps)
+			}
 		}
 	}
 	step, axisMax := niceAxis(top)

@@ -12,10 +12,29 @@ import (
 
 // modeTitle describes a mode's traffic in a table's heading.
 func modeTitle(m Mode, r *Report) string {
-	if m == UDP {
-		return fmt.Sprintf("udp: %d-byte datagrams at no rate limit (%s)", udpPayload(r.Options.IPv6), r.Traffic)
+	o := r.Options
+	switch m {
+	case UDP, UDP64:
+		return fmt.Sprintf("%s: %d-byte datagrams at no rate limit (%s)", m, m.payload(o.IPv6), r.Traffic)
+	case UDPGSO:
+		return fmt.Sprintf("%s: %d-byte datagrams sent %d per send with UDP_SEGMENT, at no rate limit (built-in generator: %s has no UDP_SEGMENT)",
+			m, udpPayload(o.IPv6), gsoSegments(udpPayload(o.IPv6)), r.Traffic)
+	case TCP:
+		return fmt.Sprintf("tcp: one stream (%s)", r.Traffic)
+	case TCP4:
+		return fmt.Sprintf("tcp4: %d parallel streams (%s)", TCPStreams4, r.Traffic)
+	case LatencyUDP, LatencyTCP:
+		proto := "UDP"
+		if m == LatencyTCP {
+			proto = "TCP"
+		}
+		return fmt.Sprintf("%s: %s ping-pong, %s, %d-byte messages, client on CPU %d, server on CPU %d; one-way latency (half the round trip)",
+			m, r.Latency, proto, SmallUDP, r.CPUs[0], r.CPUs[1])
+	case PDR, PDR64:
+		return fmt.Sprintf("%s: zero-loss throughput (PDR): highest offered rate of %d-byte datagrams with loss <= %g%%, %d trials of %v, receiver's socket buffer %d MiB (%s)",
+			m, m.payload(o.IPv6), PDRLossPct, o.PDRSteps, o.PDRTrial, pdrRcvBuf>>20, r.Traffic)
 	}
-	return fmt.Sprintf("tcp: one stream (%s)", r.Traffic)
+	return string(m)
 }
 
 // WriteTable prints the report: a heading, one table per mode with each
@@ -33,6 +52,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(w, "softnet lab: %s\n", bench.Machine())
 	fmt.Fprintf(w, "%v per transfer; softnet with %s, one worker; %s between two namespaces\n", o.Duration, ports, family)
+	if o.Runs > 1 {
+		fmt.Fprintf(w, "%d runs, interleaved (variant order rotated each round): medians, and the spread (half the range / median) of the main figure\n", o.Runs)
+	}
 	if r.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", r.Note)
 	}
@@ -54,11 +76,17 @@ func WriteTable(w io.Writer, r *Report) error {
 
 func writeModeTable(w io.Writer, r *Report, m Mode) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	lossHdr := "loss\tlost in dev/sock"
-	if m == TCP {
-		lossHdr = "retrans"
+	k := m.kind()
+	switch k {
+	case kindUDP:
+		fmt.Fprintf(tw, "  variant\tGbit/s\tkpps\tx veth\tx wg-go\tspread\tloss\tlost in dev/sock\tfwd kpps\tCPU s/Gbit\tCPU us/pkt\tworker\tallocs/pkt\thit rate\tremote frees\tRSS/pool MiB\tdrops\n")
+	case kindTCP:
+		fmt.Fprintf(tw, "  variant\tGbit/s\tx veth\tx wg-go\tspread\tkpps\tretrans\tCPU s/Gbit\tworker\tallocs/pkt\thit rate\tremote frees\tRSS/pool MiB\tdrops\n")
+	case kindLatency:
+		fmt.Fprintf(tw, "  variant\tp50 us\tp99 us\tavg us\tx veth\tx wg-go\tspread\n")
+	case kindPDR:
+		fmt.Fprintf(tw, "  variant\tPDR Gbit/s\tkpps\toffered Gbit/s\tloss\tx veth\tx wg-go\tspread\tfirst failing offer\ttrials\tlimited by\n")
 	}
-	fmt.Fprintf(tw, "  variant\tGbit/s\tratio\tkpps\t%s\tCPU s/Gbit\tworker\tallocs/pkt\thit rate\tremote frees\tRSS/pool MiB\tdrops\n", lossHdr)
 	ratioTo := ""
 	for i := range r.Variants {
 		res := r.Variants[i].result(m)
@@ -66,28 +94,71 @@ func writeModeTable(w io.Writer, r *Report, m Mode) error {
 			continue
 		}
 		ratioTo = res.RatioTo
-		loss := "-"
-		if m == UDP {
-			loss = "-\t" + fmtLostWhere(res)
-			if res.LossPct != nil {
-				loss = fmt.Sprintf("%.1f%%\t%s", *res.LossPct, fmtLostWhere(res))
-			}
-		}
-		if res.Retransmits != nil {
-			loss = fmt.Sprint(*res.Retransmits)
-		}
-		fmt.Fprintf(tw, "  %s\t%.2f\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			res.Variant, res.Gbps, fmtRatio(res.Ratio), res.PPS/1e3, loss,
-			fmtOpt(res.CPUPerGbit, "%.3f"), fmtOpt(res.WorkerCPUPerGbit, "%.3f"), fmtAllocs(res.AllocsPerPacket),
+		common := fmt.Sprintf("%s\t%s\t%s", fmtRatio(res.Ratio), fmtRatio(res.RatioWG), fmtSpread(res))
+		inproc := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", fmtOpt(res.WorkerCPUPerGbit, "%.3f"), fmtAllocs(res.AllocsPerPacket),
 			fmtPct(res.HitRate), fmtCount(res.RemoteFrees), fmtRSS(res), fmtDrops(res.Drops, res.NoMemStalls))
+		switch k {
+		case kindUDP:
+			loss := "-"
+			if res.LossPct != nil {
+				loss = fmt.Sprintf("%.1f%%", *res.LossPct)
+			}
+			fmt.Fprintf(tw, "  %s\t%.2f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", res.Variant, res.Gbps, res.PPS/1e3, common, loss, fmtLostWhere(res),
+				fmtOpt(scale(res.ForwardedPPS, 1e-3), "%.0f"), fmtOpt(res.CPUPerGbit, "%.3f"), fmtOpt(res.CPUPerPacketUS, "%.2f"), inproc)
+		case kindTCP:
+			retrans := "-"
+			if res.Retransmits != nil {
+				retrans = fmt.Sprint(*res.Retransmits)
+			}
+			fmt.Fprintf(tw, "  %s\t%.2f\t%s\t%.0f\t%s\t%s\t%s\n", res.Variant, res.Gbps, common, res.PPS/1e3, retrans, fmtOpt(res.CPUPerGbit, "%.3f"), inproc)
+		case kindLatency:
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", res.Variant, fmtOpt(res.LatencyP50US, "%.1f"), fmtOpt(res.LatencyP99US, "%.1f"), fmtOpt(res.LatencyAvgUS, "%.1f"), common)
+		case kindPDR:
+			p := res.PDR
+			if p == nil {
+				p = &PDRResult{}
+			}
+			loss, bound := "-", "-"
+			if res.LossPct != nil {
+				loss = fmt.Sprintf("%.2f%%", *res.LossPct)
+			}
+			if p.BoundGbps > 0 {
+				bound = fmt.Sprintf("%.3f", p.BoundGbps)
+			}
+			fmt.Fprintf(tw, "  %s\t%.3f\t%.0f\t%.3f\t%s\t%s\t%s\t%d\t%s\n", res.Variant, res.Gbps, res.PPS/1e3, p.OfferedGbps, loss, common, bound, p.Trials, p.Limit)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	better := "higher is better"
+	if k == kindLatency {
+		better = "lower is better"
+	}
 	if ratioTo != "" {
-		fmt.Fprintf(w, "  (higher is better; ratio to %s)\n", ratioTo)
+		fmt.Fprintf(w, "  (%s; x veth: ratio to %s, x wg-go: to %s)\n", better, ratioTo, WireguardGo)
+	}
+	for _, vr := range r.Variants {
+		if why, ok := vr.Skipped[m]; ok {
+			fmt.Fprintf(w, "  %s: skipped: %s\n", vr.Variant.Name, why)
+		}
 	}
 	return nil
+}
+
+func scale(v *float64, f float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	return ptr(*v * f)
+}
+
+// fmtSpread prints the spread of a median over several runs, "-" for one.
+func fmtSpread(res *Result) string {
+	if res.Runs < 2 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*res.Spread)
 }
 
 // writeVariants says what each variant is.
@@ -110,11 +181,15 @@ func writeLegend(w io.Writer, r *Report) {
 Gbit/s: payload received by the guest. kpps: udp datagrams received; tcp packets the
   receiving device counted (a GSO packet counts once).
 lost in dev/sock: of the datagrams sent, those the sending guest's device dropped (the
-  datapath did not take them in time) and those the receiving socket had no room for.
+  datapath did not take them in time) and those the receiving socket had no room for
+  (udp-gso: the device drops whole sends of 44).
 CPU s/Gbit: the process's CPU time (getrusage) over the middle of the transfer, less
   %s, per Gbit forwarded; it includes the kernel work done in the
   forwarder's system calls. worker: softnet's worker thread alone
   (/proc/self/task/TID/stat), without TX goroutines or the Go runtime.
+fwd kpps: datagrams per second that reached the receiving guest's UDP layer (delivered to the
+  socket or dropped there), any datapath. CPU us/pkt: the CPU time as for CPU s/Gbit, per
+  such datagram.
 allocs/pkt: runtime.MemStats.Mallocs over the same window per packet forwarded.
 drops: softnet's packet drops by reason; nomem stalls are receive bursts cut short
   because the pool was empty (the packets wait in the kernel's queue).
@@ -129,6 +204,9 @@ drops: softnet's packet drops by reason; nomem stalls are receive bursts cut sho
 		fmt.Fprintln(w, "RSS: the process's peak (VmHWM, reset before each transfer) / the packet-buffer pool.")
 	} else {
 		fmt.Fprintln(w, "RSS: the process's peak so far (VmHWM; it could not be reset) / the packet-buffer pool.")
+	}
+	if r.hasMode(PDR) || r.hasMode(PDR64) {
+		fmt.Fprintf(w, "PDR: the first trial at no rate limit, then a binary search below the rate it sent; limited by: where\n  the datagrams of the lowest failing trial were lost.\n")
 	}
 	if r.Options.Ladder {
 		fmt.Fprintln(w, "offload-on is the default configuration (+gro with io=uring where the kernel has it), measured again beside offload-off.")

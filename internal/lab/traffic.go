@@ -5,14 +5,40 @@ import (
 	"time"
 )
 
+// transfer says what one transfer sends.
+type transfer struct {
+	mode    Mode
+	d       time.Duration
+	ipv6    bool
+	payload int     // UDP datagram (or latency message) payload, bytes
+	rate    float64 // UDP: offered payload bits per second, 0 for no limit
+	streams int     // TCP: parallel streams, 0 is 1
+	gso     bool    // UDP: send with UDP_SEGMENT, many datagrams per send
+	rcvbuf  int     // UDP: the receiver's socket buffer, 0 for the default
+}
+
+// tcp reports whether the transfer is TCP (tcp, tcp4, latency-tcp).
+func (t transfer) tcp() bool { return t.mode.kind() == kindTCP || t.mode == LatencyTCP }
+
+// newTransfer returns the transfer of mode m lasting d at no rate limit.
+func newTransfer(m Mode, d time.Duration, ipv6 bool) transfer {
+	t := transfer{mode: m, d: d, ipv6: ipv6, payload: m.payload(ipv6), streams: 1}
+	switch m {
+	case UDPGSO:
+		t.gso = true
+	case TCP4:
+		t.streams = TCPStreams4
+	}
+	return t
+}
+
 // generator starts transfers between the guests of a variant.
 type generator interface {
 	// name says what generates the traffic, e.g. "iperf3 3.12".
 	name() string
-	// start begins a transfer of mode from guest a to guest b lasting d.
-	// Whatever it started is stopped by the flow's wait, which the caller
-	// must call.
-	start(ctx context.Context, p *guestPair, mode Mode, d time.Duration, ipv6 bool) (flow, error)
+	// start begins transfer t from guest a to guest b. Whatever it
+	// started is stopped by the flow's wait, which the caller must call.
+	start(ctx context.Context, p *guestPair, t transfer) (flow, error)
 }
 
 // flow is a running transfer.
@@ -39,6 +65,14 @@ type flowResult struct {
 	// TCP only: the sender's retransmitted segments.
 	retransmits    int64
 	hasRetransmits bool
+	// Latency only: one-way latency (half the round trip) in µs.
+	latency *latencyStats
+}
+
+// latencyStats is a ping-pong's one-way latency, in µs.
+type latencyStats struct {
+	p50, p99, avg float64
+	observations  int
 }
 
 // transferPort is the port of every transfer: each variant's namespaces
