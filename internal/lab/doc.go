@@ -22,10 +22,17 @@
 //
 // The guests get the same addresses whatever the datapath, from
 // 198.18.0.0/15 and 2001:db8::/32 only, and each routes the other's
-// subnets through its device. Traffic is iperf3 when it is installed (UDP
-// with 1472-byte datagrams at no rate limit, then one TCP stream), or a
-// built-in generator and receiver with the same two modes, whose sockets
-// are opened inside the namespaces.
+// subnets through its device. Traffic is iperf3 when it is installed, or
+// a built-in generator and receiver whose sockets are opened inside the
+// namespaces. The modes (options.go): UDP of 1472 and 64 bytes at no rate
+// limit, UDP sent with UDP_SEGMENT (always the built-in generator), one
+// and four TCP streams, sockperf ping-pong latency (UDP and TCP, client
+// and server pinned to two CPUs), and a zero-loss throughput search
+// (pdr.go: FD.io CSIT's PDR, a binary search of the offered rate).
+//
+// With Options.Runs above one, every variant is measured that many times,
+// round by round with the order rotated, and each figure is the median of
+// its runs (runs.go).
 //
 // # Measurements
 //
@@ -40,7 +47,9 @@
 // Gbit forwarded (the process's, from getrusage, less the lab's idle rate
 // measured just before; softnet's locked worker thread alone from
 // /proc/self/task/TID/stat), and heap allocations per packet forwarded
-// (runtime.MemStats.Mallocs). The peak RSS is VmHWM, reset before each
+// (runtime.MemStats.Mallocs); for UDP, the datagrams that reached the
+// receiving guest's UDP layer (its snmp counters) and the CPU time per
+// such datagram. The peak RSS is VmHWM, reset before each
 // transfer through /proc/self/clear_refs. For softnet the pool's drop
 // reasons, cache hit rate and remote frees cover the whole transfer, and
 // its leak check runs when the variant is taken down.
