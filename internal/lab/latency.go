@@ -93,7 +93,7 @@ func (g *sockperfGen) start(ctx context.Context, p *guestPair, t transfer) (_ fl
 			f.stop()
 		}
 	}()
-	dst, port := p.b.addr(t.ipv6).String(), strconv.Itoa(transferPort)
+	dst, port := p.b.addr(t.ipv6).String(), strconv.Itoa(latencyPort)
 	var tcp []string
 	if t.tcp() {
 		tcp = []string{"--tcp"}
@@ -103,7 +103,7 @@ func (g *sockperfGen) start(ctx context.Context, p *guestPair, t transfer) (_ fl
 	if err != nil {
 		return nil, fmt.Errorf("sockperf server: %w", err)
 	}
-	if err := waitListening(ctx, f.server, p.b.ns, t.tcp(), transferPort, sockperfListenTimeout); err != nil {
+	if err := waitListening(ctx, f.server, p.b.ns, t.tcp(), latencyPort, sockperfListenTimeout); err != nil {
 		return nil, fmt.Errorf("sockperf server in %s: %w", p.b.ns, err)
 	}
 	args := append([]string{"ping-pong", "-i", dst, "-p", port, "-m", strconv.Itoa(t.payload), "-t", strconv.Itoa(int(t.d / time.Second))}, tcp...)

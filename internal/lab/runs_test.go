@@ -244,10 +244,10 @@ func TestSocketBound(t *testing.T) {
 	tcp := "  sl  local_address rem_address   st\n" +
 		"   0: 010212C6:1451 00000000:0000 0A 00000000:00000000\n" +
 		"   1: 010212C6:1452 010112C6:9C40 01 00000000:00000000\n"
-	if !socketBound([]byte(udp), false, transferPort) || socketBound([]byte(udp), false, 5202) {
+	if !socketBound([]byte(udp), false, transferPort) || socketBound([]byte(udp), false, latencyPort) {
 		t.Error("udp table")
 	}
-	if !socketBound([]byte(tcp), true, transferPort) || socketBound([]byte(tcp), true, 5202) {
+	if !socketBound([]byte(tcp), true, transferPort) || socketBound([]byte(tcp), true, latencyPort) {
 		t.Error("tcp table: only a listening socket counts")
 	}
 }

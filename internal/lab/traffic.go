@@ -75,6 +75,12 @@ type latencyStats struct {
 	observations  int
 }
 
-// transferPort is the port of every transfer: each variant's namespaces
-// are new, so it never collides.
-const transferPort = 5201
+// transferPort is the port of every throughput transfer: each variant's
+// namespaces are new, so it never collides with another variant's.
+// Latency has a port of its own: the TCP transfers before it leave
+// connections to transferPort in TIME_WAIT, and sockperf's server does
+// not bind with SO_REUSEADDR as iperf3's does.
+const (
+	transferPort = 5201
+	latencyPort  = 5202
+)
