@@ -89,6 +89,8 @@ func extraFields(r *Report, vr *VariantResult, res *Result) map[string]any {
 		"retransmits":           res.Retransmits,
 		"sender_dev_drops":      res.SenderDevDrops,
 		"receiver_socket_drops": res.ReceiverSocketDrops,
+		"sender_dev_lost_pct":   res.SenderDevPct,
+		"socket_lost_pct":       res.ReceiverSocketPct,
 		"cpu_s_per_gbit":        res.CPUPerGbit,
 		"cpu_basis":             cpuBasis,
 		"worker_cpu_s_per_gbit": res.WorkerCPUPerGbit,

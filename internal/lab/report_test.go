@@ -29,6 +29,9 @@ func sampleReport() *Report {
 				res.Retransmits = ptr(int64(12))
 			}
 			res.SenderDevDrops, res.ReceiverSocketDrops = ptr(uint64(1000)), ptr(uint64(2000))
+			if m == UDP {
+				lostWhere(&res)
+			}
 			if v.InProcess() {
 				res.CPUPerGbit, res.AllocsPerPacket, res.PeakRSS = ptr(0.2), ptr(0.0), ptr(int64(40<<20))
 				res.Forwarded = ptr(uint64(4e6))

@@ -32,6 +32,10 @@ type Result struct {
 	// did not keep up).
 	SenderDevDrops      *uint64
 	ReceiverSocketDrops *uint64
+	// The same two in percent of the datagrams sent (UDP), computed per
+	// run, so that over several runs their medians stay beside the
+	// median loss rather than mixing one run's counts with another's.
+	SenderDevPct, ReceiverSocketPct *float64
 	// CPUPerGbit is the datapath's CPU time per Gbit forwarded, in
 	// seconds (so also cores per Gbit/s): the process's CPU time over the
 	// measuring window, less the lab's idle rate and the built-in

@@ -328,6 +328,9 @@ func runMode(ctx context.Context, o Options, gen generator, pair *guestPair, dp 
 	if fr.hasRetransmits {
 		res.Retransmits = ptr(fr.retransmits)
 	}
+	if m.kind() == kindUDP {
+		lostWhere(&res)
+	}
 	fill(&res, s0, w0, w1, s1, idle, dp.poolBytes())
 	if l := fr.latency; l != nil {
 		res.LatencyP50US, res.LatencyP99US, res.LatencyAvgUS = ptr(l.p50), ptr(l.p99), ptr(l.avg)

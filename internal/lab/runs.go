@@ -95,6 +95,8 @@ func aggregate(rs []Result) Result {
 	out.Gbps, out.PPS = median(gbps), median(pps)
 	for _, f := range []func(*Result) **float64{
 		func(r *Result) **float64 { return &r.LossPct },
+		func(r *Result) **float64 { return &r.SenderDevPct },
+		func(r *Result) **float64 { return &r.ReceiverSocketPct },
 		func(r *Result) **float64 { return &r.CPUPerGbit },
 		func(r *Result) **float64 { return &r.WorkerCPUPerGbit },
 		func(r *Result) **float64 { return &r.AllocsPerPacket },

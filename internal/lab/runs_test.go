@@ -106,6 +106,20 @@ func TestAggregate(t *testing.T) {
 	if *got.LatencyP50US != 40 || *got.LatencyP99US != 80 || got.main() != 40 {
 		t.Errorf("latency aggregate: %+v", got)
 	}
+	// The loss split is worked out per run, then its median taken: it
+	// stays beside the median loss.
+	split := func(lossPct float64, dev, sock uint64) Result {
+		r := Result{Mode: UDP, Gbps: 1, PPS: 1000, Duration: 10, LossPct: ptr(lossPct), SenderDevDrops: ptr(dev), ReceiverSocketDrops: ptr(sock)}
+		lostWhere(&r)
+		return r
+	}
+	got = aggregate([]Result{split(50, 10000, 0), split(0, 0, 0), split(20, 0, 2500)})
+	if *got.LossPct != 20 || *got.SenderDevPct != 0 || *got.ReceiverSocketPct != 0 {
+		t.Errorf("split medians: loss %v, dev %v, sock %v", *got.LossPct, *got.SenderDevPct, *got.ReceiverSocketPct)
+	}
+	if one := split(20, 0, 2500); math.Abs(*one.ReceiverSocketPct-20) > 1e-9 || *one.SenderDevPct != 0 {
+		t.Errorf("split of one run: %v/%v, want 0/20", *one.SenderDevPct, *one.ReceiverSocketPct)
+	}
 	runs := []VariantResult{
 		{Variant: Variant{Name: "s"}, Results: []Result{mk(1, 1, 1)}, Leak: "ok"},
 		{Variant: Variant{Name: "s"}, Results: []Result{mk(2, 1, 1)}, Leak: "3 buffers in use", Skipped: map[Mode]string{UDPGSO: "no offload"}},

@@ -257,12 +257,22 @@ func writeGoals(w io.Writer, goals []Goal) {
 // device and the receiving guest's socket, in percent of the datagrams
 // sent.
 func fmtLostWhere(res *Result) string {
-	if res.SenderDevDrops == nil || res.ReceiverSocketDrops == nil || res.LossPct == nil || res.PPS == 0 {
+	if res.SenderDevPct == nil || res.ReceiverSocketPct == nil {
 		return "-"
+	}
+	return fmt.Sprintf("%.0f%%/%.0f%%", *res.SenderDevPct, *res.ReceiverSocketPct)
+}
+
+// lostWhere sets the loss split of a UDP result from its counts: the
+// datagrams sent are those received over the transfer plus those lost.
+func lostWhere(res *Result) {
+	if res.SenderDevDrops == nil || res.ReceiverSocketDrops == nil || res.LossPct == nil || res.PPS == 0 {
+		return
 	}
 	received := res.PPS * res.Duration
 	sent := received / (1 - min(*res.LossPct, 99.999)/100)
-	return fmt.Sprintf("%.0f%%/%.0f%%", 100*float64(*res.SenderDevDrops)/sent, 100*float64(*res.ReceiverSocketDrops)/sent)
+	res.SenderDevPct = ptr(100 * float64(*res.SenderDevDrops) / sent)
+	res.ReceiverSocketPct = ptr(100 * float64(*res.ReceiverSocketDrops) / sent)
 }
 
 func fmtRatio(r float64) string {
