@@ -38,14 +38,15 @@ type (
 // detached tap may still be called by a burst in progress: wait for a
 // round (Stats changing) before freeing what it uses.
 func (e *Engine) SetTap(portIndex int, t Tap) error {
-	if portIndex < 0 || portIndex >= len(e.ports) {
-		return fmt.Errorf("engine: no port %d", portIndex)
+	p := e.set.Load().port(portIndex)
+	if p == nil {
+		return fmt.Errorf("engine: port %d: %w", portIndex, ErrNoPort)
 	}
 	var ref *tapRef
 	if t != nil {
 		ref = &tapRef{t}
 	}
-	e.ports[portIndex].tap.Store(ref)
+	p.tap.Store(ref)
 	return nil
 }
 
