@@ -43,6 +43,17 @@ func (e *Engine) AddPort(p port.Port) (int, error) {
 	return ps.index, e.publish(next)
 }
 
+// FreeIndex returns the index the next AddPort gives, so that programs
+// can be told about a port (its policy, say) before its first packet.
+// It holds only while nothing else adds ports.
+func (e *Engine) FreeIndex() int {
+	set := e.set.Load()
+	if i := slices.Index(set.ports, nil); i >= 0 {
+		return i
+	}
+	return len(set.ports)
+}
+
 // RemovePort removes the port with the given index while the workers
 // run: once every worker has given up its queues (between two of its
 // rounds, without a lock on their side), the port is closed, purging

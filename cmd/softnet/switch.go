@@ -142,6 +142,9 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
 			}
+			if len(cfg.Ports) < 2 && controlPath == "" {
+				return usageError{fmt.Errorf("%d ports: a switch needs at least two, or --control to receive them while it runs", len(cfg.Ports))}
+			}
 			// Found out now, not after a day of forwarding.
 			var statsFile *os.File
 			if statsJSON != "" {

@@ -137,16 +137,16 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) ports(w http.ResponseWriter, _ *http.Request) {
-	st := s.sw.Stats()
-	cfg := s.sw.Config()
+	st := s.sw.Engine().Stats()
 	out := []Port{}
-	for i, d := range s.sw.Devices() {
-		p := Port{Name: d.Info().Name, Spec: cfg.Ports[i].String(), Info: d.Info().String(), Created: d.Created()}
-		if pol, ok := s.sw.Policy(i); ok {
-			p.Allow, p.MACs, p.DHCPServer = pol.Allow.String(), program.FormatMACs(pol.MACs), pol.DHCPServer
-		}
-		if i < len(st.Ports) {
-			p.Down, p.Error = st.Ports[i].Down, st.Ports[i].Err
+	for _, pv := range s.sw.Ports() {
+		d := pv.Device
+		p := Port{Name: d.Info().Name, Spec: pv.Spec.String(), Info: d.Info().String(), Created: d.Created(),
+			Allow: pv.Policy.Allow.String(), MACs: program.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer}
+		for _, ps := range st.Ports {
+			if ps.Index == pv.Index {
+				p.Down, p.Error = ps.Down, ps.Err
+			}
 		}
 		out = append(out, p)
 	}
