@@ -64,8 +64,8 @@ type Plan struct {
 	Live bool
 	// PoolQueues is the number of RX queues the pool is sized for.
 	PoolQueues int
-	Routes  []program.Route // by index in Devices; services route to len(Devices)
-	Filters []program.Rule
+	Routes     []program.Route // by index in Devices; services route to len(Devices)
+	Filters    []program.Rule
 	// Policies are the guests' port security, by index in Devices; the
 	// services' port, the switch's own, has none.
 	Policies map[int]program.PortPolicy
