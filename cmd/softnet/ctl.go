@@ -422,7 +422,11 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 			if lost == "" {
 				lost = "an unknown number of" // interrupted before the switch said
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s copies lost by the capture\n", n, lost)
+			why := ""
+			if resp.Trailer.Get("Softnet-End") == "port-removed" {
+				why = "; the port was removed from the switch"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s copies lost by the capture%s\n", n, lost, why)
 			if err != nil && cmd.Context().Err() == nil {
 				return err
 			}
