@@ -428,8 +428,10 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		flush = f.Flush
 	}
 	n, end, err := c.write(r.Context(), w, flush, present)
-	if end != endRemoved {
-		_ = eng.SetTap(pv.Index, nil) // a removed port's tap went with it
+	if end != endRemoved && present() {
+		// A removed port's tap went with it; the index may be another
+		// port's now, whose tap is not this one's to clear.
+		_ = eng.SetTap(pv.Index, nil)
 	}
 	w.Header().Set("Softnet-Captured", strconv.Itoa(n))
 	w.Header().Set("Softnet-Lost", strconv.FormatUint(c.lost(), 10))
