@@ -240,6 +240,7 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cfg.Workers = plan.Engine.Workers // the default worked out
 	sw := &Switch{cfg: cfg, plan: plan, tuning: t, log: log}
 	if err := sw.open(); err != nil {
 		return nil, errors.Join(err, sw.abandon())
