@@ -222,3 +222,18 @@ func TestSwitchApply(t *testing.T) {
 	gone(t, a)
 	gone(t, b)
 }
+
+// A port whose device cannot be opened is refused as ErrDevice, with
+// tun's message, and changes nothing.
+func TestSwitchAddPortDeviceError(t *testing.T) {
+	gs := newGuests(t, 2)
+	sw, stop := startSwitchConfig(t, gs, Config{})
+	err := sw.AddPort(PortSpec{Name: "sn9", NetNS: "softnet-no-such-ns", Offload: true})
+	if !errors.Is(err, ErrDevice) || !strings.Contains(err.Error(), "softnet-no-such-ns") {
+		t.Errorf("a port in a missing namespace: %v", err)
+	}
+	if len(sw.Config().Ports) != 2 {
+		t.Errorf("ports after the refusal: %v", sw.Config().Ports)
+	}
+	stop()
+}
