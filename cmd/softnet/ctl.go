@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"softnet.dev/drop"
+	"softnet.dev/engine"
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
 )
@@ -487,12 +488,21 @@ func writeRates(w io.Writer, prev, cur *vswitch.Report, dt time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "port\trx pkt/s\trx Mbit/s\ttx pkt/s\ttx Mbit/s\tdropped/s\t")
 	secs := dt.Seconds()
-	for i, p := range cur.Ports {
-		if prev == nil || i >= len(prev.Ports) || secs <= 0 {
+	for _, p := range cur.Ports {
+		// Ports come and go between samples: a port's previous sample is
+		// the one with its name and index, counting up from it.
+		var q *engine.PortStats
+		if prev != nil {
+			for i := range prev.Ports {
+				if o := &prev.Ports[i]; o.Name == p.Name && o.Index == p.Index && o.RxPackets <= p.RxPackets && o.TxPackets <= p.TxPackets {
+					q = o
+				}
+			}
+		}
+		if q == nil || secs <= 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t\n", p.Name)
 			continue
 		}
-		q := prev.Ports[i]
 		rate := func(a, b uint64) float64 { return float64(a-b) / secs }
 		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%.1f\t%.0f\t\n", p.Name,
 			rate(p.RxPackets, q.RxPackets), 8*rate(p.RxBytes, q.RxBytes)/1e6,

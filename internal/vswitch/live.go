@@ -19,6 +19,9 @@ var (
 	ErrNotFound = errors.New("not found")      // no such port or route
 	ErrExists   = errors.New("already exists") // a port of that name, a route to that prefix
 	ErrRestart  = errors.New("needs a restart")
+	// ErrDevice is a well-formed port whose device cannot be opened: no
+	// such namespace, a device of another kind, busy, no permission.
+	ErrDevice = errors.New("device cannot be opened")
 )
 
 // AddPort opens the device of spec and adds it to the running switch,

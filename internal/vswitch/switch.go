@@ -240,6 +240,7 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cfg.Workers = plan.Engine.Workers // the default worked out
 	sw := &Switch{cfg: cfg, plan: plan, tuning: t, log: log}
 	if err := sw.open(); err != nil {
 		return nil, errors.Join(err, sw.abandon())
@@ -301,7 +302,7 @@ func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
 	dc.Log = sw.log // link down and up, MTU changes
 	d, err := tun.Open(dc)
 	if err != nil {
-		return nil, fmt.Errorf("port %s: %w", spec, err)
+		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
 	}
 	lp := &livePort{spec: spec, dev: d, port: d}
 	// The report counts from here: an existing device's counters
@@ -326,6 +327,11 @@ func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
 	sw.log.Info("port", attrs...)
 	return lp, nil
 }
+
+// deviceError is tun.Open's error, which is ErrDevice too.
+type deviceError struct{ error }
+
+func (e deviceError) Unwrap() []error { return []error{e.error, ErrDevice} }
 
 func (sw *Switch) warnNoSources(name string, pol program.PortPolicy) {
 	if !pol.Allow.Any && len(pol.Allow.Prefixes) == 0 {
