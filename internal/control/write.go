@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"strings"
 
 	"softnet.dev/internal/vswitch"
 )
@@ -58,6 +57,10 @@ func writeRefusal(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errors.Is(err, vswitch.ErrExists), errors.Is(err, vswitch.ErrRestart):
 		status = http.StatusConflict
+	case errors.Is(err, vswitch.ErrDevice):
+		// Well formed, but the device or its namespace cannot be opened
+		// (no such namespace, busy, not a TUN device, no permission).
+		status = http.StatusUnprocessableEntity
 	}
 	writeError(w, status, err.Error())
 }
@@ -74,12 +77,6 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.sw.AddPort(spec); err != nil {
-		if deviceError(spec, err) {
-			// Well formed, but the device or its namespace cannot be
-			// opened (no such namespace, busy, not a TUN device, ...).
-			writeError(w, http.StatusUnprocessableEntity, err.Error())
-			return
-		}
 		writeRefusal(w, err)
 		return
 	}
@@ -90,15 +87,6 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/ports/"+spec.Name)
 	writeJSON(w, http.StatusCreated, portOf(pv, s.sw.Engine().Stats()))
-}
-
-// deviceError reports whether err, from AddPort(spec), is the device's:
-// package tun's errors name the device as "tun NAME: ".
-// TODO(vswitch): a sentinel (vswitch.ErrDevice) would say this without
-// reading the message.
-func deviceError(spec vswitch.PortSpec, err error) bool {
-	return !errors.Is(err, vswitch.ErrInvalid) && !errors.Is(err, vswitch.ErrExists) &&
-		!errors.Is(err, vswitch.ErrRestart) && strings.Contains(err.Error(), "tun "+spec.Name+": ")
 }
 
 // removePort is DELETE /v1/ports/{name}.
