@@ -53,7 +53,7 @@ func (ls *liveSwitch) call(t *testing.T, method, path, body string) (int, map[st
 	return resp.StatusCode, out
 }
 
-// noRoute returns the NO_ROUTE drops of the named port.
+// drops returns the named port's drops of reason r.
 func (ls *liveSwitch) drops(t *testing.T, port string, r drop.Reason) uint64 {
 	t.Helper()
 	for _, p := range ls.sw.Stats().Ports {
