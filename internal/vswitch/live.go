@@ -38,7 +38,7 @@ func (sw *Switch) AddPort(spec PortSpec) error {
 	if err != nil {
 		return err
 	}
-	return sw.addPort(next, lp)
+	return sw.addPort(next, lp, next.Routes)
 }
 
 // withPort returns the configuration with spec added, if valid.
@@ -58,12 +58,14 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 }
 
 // addPort adds lp, whose device is open, making next the configuration.
-func (sw *Switch) addPort(next Config, lp *livePort) error {
+// Its default sources are the prefixes routes route to it: next's, or
+// (Apply) those of the configuration being applied, whose routes follow.
+func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
 	spec := lp.spec
 	// The policy first, at the index the port will get: its first
 	// packet is checked.
 	lp.index = sw.engine.FreeIndex()
-	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, spec, next.Routes)); err != nil {
+	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, spec, routes)); err != nil {
 		return errors.Join(fmt.Errorf("port %s: %w", spec, err), lp.port.Close(nil))
 	}
 	if i, err := sw.engine.AddPort(lp.port); err != nil || i != lp.index {
@@ -319,7 +321,7 @@ func (sw *Switch) Apply(cfg Config) ([]string, error) {
 		}
 		if err == nil {
 			delete(opened, p.Name)
-			err = sw.addPort(next, lp)
+			err = sw.addPort(next, lp, cfg.Routes)
 		}
 		if err := step("port added: "+p.String(), err); err != nil {
 			return done, err
