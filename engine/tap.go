@@ -50,6 +50,18 @@ func (e *Engine) SetTap(portIndex int, t Tap) error {
 	return nil
 }
 
+// ClearTap detaches t from the port with the given index if t is its
+// tap, and reports whether it was: a capture that ends clears its own
+// tap, never the one of a port that took the index since.
+func (e *Engine) ClearTap(portIndex int, t Tap) bool {
+	p := e.set.Load().port(portIndex)
+	if p == nil {
+		return false
+	}
+	ref := p.tap.Load()
+	return ref != nil && ref.Tap == t && p.tap.CompareAndSwap(ref, nil)
+}
+
 // SetDropMonitor attaches m, replacing any monitor; nil detaches. With no
 // monitor a drop costs one atomic load more than without this feature.
 func (e *Engine) SetDropMonitor(m DropMonitor) {

@@ -414,9 +414,7 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	if err := eng.SetTap(pv.Index, c); err != nil || !present() {
 		// Removed since the look-up; the tap, if set on a port that took
 		// the index since, comes off again.
-		if err == nil {
-			_ = eng.SetTap(pv.Index, nil)
-		}
+		eng.ClearTap(pv.Index, c)
 		writeError(w, http.StatusNotFound, fmt.Sprintf("port %s: removed", info.Name))
 		return
 	}
@@ -428,11 +426,8 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		flush = f.Flush
 	}
 	n, end, err := c.write(r.Context(), w, flush, present)
-	if end != endRemoved && present() {
-		// A removed port's tap went with it; the index may be another
-		// port's now, whose tap is not this one's to clear.
-		_ = eng.SetTap(pv.Index, nil)
-	}
+	// Only its own: the index may be another port's by now.
+	eng.ClearTap(pv.Index, c)
 	w.Header().Set("Softnet-Captured", strconv.Itoa(n))
 	w.Header().Set("Softnet-Lost", strconv.FormatUint(c.lost(), 10))
 	w.Header().Set("Softnet-End", end)
