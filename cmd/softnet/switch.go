@@ -234,6 +234,18 @@ type switchFlags struct {
 	workers                          int // 0: not given
 }
 
+// parseEach appends to list each of a flag's values, parsed.
+func parseEach[T any](list []T, flag string, vals []string, parse func(string) (T, error)) ([]T, error) {
+	for _, s := range vals {
+		v, err := parse(s)
+		if err != nil {
+			return list, fmt.Errorf("%s: %w", flag, err)
+		}
+		list = append(list, v)
+	}
+	return list, nil
+}
+
 // loadConfig reads file (none if "") and adds the flags to it; the
 // configuration is not validated yet. Errors name the file's line or
 // the flag.
@@ -250,33 +262,15 @@ func loadConfig(file string, fl switchFlags) (vswitch.Config, error) {
 			return cfg, err
 		}
 	}
-	for _, s := range fl.ports {
-		p, err := vswitch.ParsePort(s)
+	var errs [4]error
+	cfg.Ports, errs[0] = parseEach(cfg.Ports, "--port", fl.ports, vswitch.ParsePort)
+	cfg.Routes, errs[1] = parseEach(cfg.Routes, "--route", fl.routes, vswitch.ParseRoute)
+	cfg.Services, errs[2] = parseEach(cfg.Services, "--service", fl.services, vswitch.ParseService)
+	cfg.Filters, errs[3] = parseEach(cfg.Filters, "--filter", fl.filters, program.ParseRule)
+	for _, err := range errs {
 		if err != nil {
-			return cfg, fmt.Errorf("--port: %w", err)
+			return cfg, err
 		}
-		cfg.Ports = append(cfg.Ports, p)
-	}
-	for _, s := range fl.routes {
-		r, err := vswitch.ParseRoute(s)
-		if err != nil {
-			return cfg, fmt.Errorf("--route: %w", err)
-		}
-		cfg.Routes = append(cfg.Routes, r)
-	}
-	for _, s := range fl.services {
-		sv, err := vswitch.ParseService(s)
-		if err != nil {
-			return cfg, fmt.Errorf("--service: %w", err)
-		}
-		cfg.Services = append(cfg.Services, sv)
-	}
-	for _, s := range fl.filters {
-		r, err := program.ParseRule(s)
-		if err != nil {
-			return cfg, fmt.Errorf("--filter: %w", err)
-		}
-		cfg.Filters = append(cfg.Filters, r)
 	}
 	if fl.workers != 0 {
 		cfg.Workers = fl.workers
