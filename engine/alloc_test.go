@@ -46,6 +46,7 @@ func TestWorkerRoundAllocatesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := e.workers[0]
+			w.adopt(e.set.Load()) // what run does first
 			round := func() {
 				w.cache.Drain()
 				if w.round() != DefaultBatch {

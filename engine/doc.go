@@ -25,10 +25,18 @@
 // that found nothing since it woke sleeps as without it, so an idle
 // engine stays idle.
 //
+// AddPort and RemovePort change the ports while the workers run, RCU
+// style: the ports are an immutable set a worker loads once per round;
+// a change publishes a new one and waits until every worker has taken it
+// up (given up the queues of ports that left, taken on those that
+// joined) before a removed port is closed. The hot path takes no lock
+// for it.
+//
 // Queues that are port.Attachers (TUN queues on io_uring) keep kernel
-// state that belongs to one OS thread: a worker serving one locks its
-// goroutine to its thread, attaches them before its first round and
-// detaches them, taking back every buffer they lent, after its last.
+// state that belongs to one OS thread: a worker, whose goroutine is
+// locked to its thread, attaches them when it takes them on and
+// detaches them, taking back every buffer they lent, when it gives them
+// up or stops.
 //
 // Fair share: every RX queue gets the same budget per round, so a port
 // that always has packets (a guest flooding at full rate) takes at most

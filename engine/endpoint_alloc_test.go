@@ -37,6 +37,7 @@ func TestWorkerRoundWithEndpointAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := e.workers[0]
+	w.adopt(e.set.Load()) // what run does first
 	views := make([]endpoint.View, DefaultBatch)
 	round := func() {
 		w.cache.Drain()

@@ -11,23 +11,43 @@ import (
 	"softnet.dev/port"
 )
 
-// Engine runs workers over a fixed set of ports. Start and Stop may be
-// called repeatedly; Close is final.
+// Engine runs workers over a set of ports that AddPort and RemovePort
+// change while they run. Start and Stop may be called repeatedly; Close
+// is final.
 type Engine struct {
-	cfg     Config
-	ports   []*portState
+	cfg Config
+	// set is the ports as workers see them: an immutable snapshot that a
+	// change replaces (RCU). Workers load it once per round.
+	set atomic.Pointer[portSet]
+	ctl *buffer.Cache // closes removed ports while the workers run
+	// orphans are removed ports that a worker may not have given up
+	// (RemovePort timed out): Close closes them.
+	orphans []*portState
 	workers []*worker
 	// epoch is when Batch.Now is 0, the same for every worker, so that
 	// times programs store (a table entry's last-seen) compare across
 	// workers and with Now.
 	epoch time.Time
 
-	mu      sync.Mutex // serializes Start, Stop and Close
+	mu      sync.Mutex // serializes Start, Stop, Close, AddPort and RemovePort
 	running bool
 	closed  bool
 	wg      sync.WaitGroup
 
 	monitor atomic.Pointer[monitorRef] // SetDropMonitor
+}
+
+// portSet is one generation of the engine's ports.
+type portSet struct {
+	gen   uint64
+	ports []*portState // by index; nil where a removed port was
+}
+
+func (s *portSet) port(i int) *portState {
+	if i < 0 || i >= len(s.ports) {
+		return nil
+	}
+	return s.ports[i]
 }
 
 // portState is what every worker shares about a port.
@@ -44,30 +64,24 @@ type portState struct {
 
 // New validates the ports against the configuration and prepares one
 // worker per Config.Workers, each with its own cache, batch and poller.
-// Every port that transmits needs a TX queue per worker.
+// Every port that transmits needs a TX queue per worker. An engine may
+// start with no ports and get them from AddPort.
 func New(cfg Config, ports ...port.Port) (*Engine, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if len(ports) == 0 {
-		return nil, fmt.Errorf("engine: no ports")
-	}
 	e := &Engine{cfg: cfg, epoch: time.Now()}
-	names := map[string]bool{}
-	for i, p := range ports {
-		info := p.Info()
-		switch {
-		case names[info.Name]:
-			return nil, fmt.Errorf("engine: two ports named %q", info.Name)
-		case info.Queues < 1:
-			return nil, fmt.Errorf("engine: port %s has no queues", info.Name)
-		case p.TxQueue(0) != nil && info.Queues < cfg.Workers:
-			return nil, fmt.Errorf("engine: port %s has %d queues; %d workers need one TX queue each", info.Name, info.Queues, cfg.Workers)
+	set := &portSet{}
+	for _, p := range ports {
+		ps, err := e.checkPort(set, p)
+		if err != nil {
+			return nil, err
 		}
-		names[info.Name] = true
-		e.ports = append(e.ports, &portState{index: i, port: p, info: info})
+		ps.index = len(set.ports)
+		set.ports = append(set.ports, ps)
 	}
+	e.set.Store(set)
 	for w := range cfg.Workers {
 		wk, err := newWorker(e, w)
 		if err != nil {
@@ -76,25 +90,54 @@ func New(cfg Config, ports ...port.Port) (*Engine, error) {
 		}
 		e.workers = append(e.workers, wk)
 	}
+	if e.ctl, err = cfg.Pool.NewCache(nil); err != nil {
+		e.closeWorkers()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	return e, nil
+}
+
+// checkPort validates p against the configuration and the ports of set.
+func (e *Engine) checkPort(set *portSet, p port.Port) (*portState, error) {
+	info := p.Info()
+	switch {
+	case info.Name == "":
+		return nil, fmt.Errorf("engine: a port has no name")
+	case e.portIndex(set, info.Name) >= 0:
+		return nil, fmt.Errorf("engine: two ports named %q", info.Name)
+	case info.Queues < 1:
+		return nil, fmt.Errorf("engine: port %s has no queues", info.Name)
+	case p.TxQueue(0) != nil && info.Queues < e.cfg.Workers:
+		return nil, fmt.Errorf("engine: port %s has %d queues; %d workers need one TX queue each", info.Name, info.Queues, e.cfg.Workers)
+	}
+	return &portState{port: p, info: info}, nil
+}
+
+func (e *Engine) portIndex(set *portSet, name string) int {
+	for _, p := range set.ports {
+		if p != nil && p.info.Name == name {
+			return p.index
+		}
+	}
+	return -1
 }
 
 // PortIndex returns the index of the port with the given name, as
 // program verdicts use it.
 func (e *Engine) PortIndex(name string) (int, bool) {
-	for _, p := range e.ports {
-		if p.info.Name == name {
-			return p.index, true
-		}
-	}
-	return 0, false
+	i := e.portIndex(e.set.Load(), name)
+	return i, i >= 0
 }
 
-// Ports returns the ports' descriptions, by index.
+// Ports returns the ports' descriptions, by index; a removed port's
+// index has the zero Info until AddPort reuses it.
 func (e *Engine) Ports() []port.Info {
-	out := make([]port.Info, len(e.ports))
-	for i, p := range e.ports {
-		out[i] = p.info
+	set := e.set.Load()
+	out := make([]port.Info, len(set.ports))
+	for i, p := range set.ports {
+		if p != nil {
+			out[i] = p.info
+		}
 	}
 	return out
 }
@@ -149,9 +192,11 @@ func (e *Engine) Close() error {
 	// The workers have stopped: worker 0's cache is free for this
 	// goroutine to use.
 	var errs []error
-	c := e.workers[0].cache
-	for _, p := range e.ports {
-		if err := p.port.Close(c); err != nil {
+	for _, p := range append(e.set.Load().ports, e.orphans...) {
+		if p == nil {
+			continue
+		}
+		if err := p.port.Close(e.ctl); err != nil {
 			errs = append(errs, fmt.Errorf("engine: close port %s: %w", p.info.Name, err))
 		}
 	}
@@ -162,6 +207,9 @@ func (e *Engine) Close() error {
 func (e *Engine) closeWorkers() {
 	for _, w := range e.workers {
 		w.close()
+	}
+	if e.ctl != nil {
+		e.ctl.Close()
 	}
 }
 
@@ -180,9 +228,12 @@ func (e *Engine) fail(p *portState, err error) {
 	}
 }
 
-// Err returns why the named port went down, or nil.
+// Err returns why the port with the given index went down, or nil.
 func (e *Engine) Err(portIndex int) error {
-	p := e.ports[portIndex]
+	p := e.set.Load().port(portIndex)
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err

@@ -396,7 +396,6 @@ func TestConfigErrors(t *testing.T) {
 		ports []port.Port
 	}{
 		{Config{}, []port.Port{a}},
-		{Config{Pool: pool}, nil},
 		{Config{Pool: pool, Workers: 2}, []port.Port{a}}, // one TX queue for two workers
 		{Config{Pool: pool, Batch: 100000}, []port.Port{a}},
 		{Config{Pool: pool, CPUs: []int{0}}, []port.Port{a}},

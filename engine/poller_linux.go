@@ -16,7 +16,7 @@ type poller struct {
 	kick      [1]unix.PollFd // the eventfd alone, for waitKick
 }
 
-func newPoller(fds []int) (*poller, error) {
+func newPoller() (*poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -28,14 +28,20 @@ func newPoller(fds []int) (*poller, error) {
 	}
 	p := &poller{epfd: epfd, efd: efd}
 	p.kick[0] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
-	for _, fd := range append([]int{efd}, fds...) {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			p.close()
-			return nil, fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
-		}
+	if err := p.add(efd); err != nil {
+		p.close()
+		return nil, err
 	}
 	return p, nil
+}
+
+// add makes fd's readability end wait.
+func (p *poller) add(fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl add fd %d: %w", fd, err)
+	}
+	return nil
 }
 
 // wait blocks until a descriptor is readable or the eventfd is written.

@@ -52,9 +52,11 @@ type WorkerStats struct {
 	Thread int `json:"thread,omitempty"`
 }
 
-// PortStats are one port's counters, summed over workers.
+// PortStats are one port's counters, summed over workers, since it was
+// added.
 type PortStats struct {
 	Name      string      `json:"name"`
+	Index     int         `json:"index"` // as program verdicts name the port
 	Down      bool        `json:"down"`
 	Err       string      `json:"error,omitempty"`
 	RxPackets uint64      `json:"rx_packets"`
@@ -78,10 +80,14 @@ type Stats struct {
 // Stats returns the current counters. Safe to call at any time.
 func (e *Engine) Stats() Stats {
 	s := Stats{Buffers: e.cfg.Pool.Stats()}
-	total := make([]uint64, numCounters(len(e.ports)))
+	set := e.set.Load()
+	total := make([]uint64, numCounters(len(set.ports)))
 	for _, w := range e.workers {
-		vals := make([]uint64, len(total))
-		w.pub.AddTo(vals)
+		pub := w.pub.Load()
+		// A worker that has not yet taken up the latest ports has fewer
+		// counters, one that took up a later set more.
+		vals := make([]uint64, max(pub.Len(), len(total)))
+		pub.AddTo(vals)
 		ws := WorkerStats{
 			Rounds: vals[wRounds], BusyRounds: vals[wBusyRounds], IdleRounds: vals[wIdleRounds],
 			Sleeps: vals[wSleeps], Starved: vals[wStarved], Panics: vals[wPanics], BatchSizes: map[string]uint64{},
@@ -98,13 +104,16 @@ func (e *Engine) Stats() Stats {
 			}
 		}
 		s.Workers = append(s.Workers, ws)
-		for i, v := range vals {
-			total[i] += v
+		for i := range total {
+			total[i] += vals[i]
 		}
 	}
-	for _, p := range e.ports {
+	for _, p := range set.ports {
+		if p == nil {
+			continue
+		}
 		ps := PortStats{
-			Name: p.info.Name, Down: p.down.Load(),
+			Name: p.info.Name, Index: p.index, Down: p.down.Load(),
 			RxPackets: total[portCounter(p.index, pRxPackets)],
 			RxBytes:   total[portCounter(p.index, pRxBytes)],
 			TxPackets: total[portCounter(p.index, pTxPackets)],

@@ -38,15 +38,28 @@ type (
 // detached tap may still be called by a burst in progress: wait for a
 // round (Stats changing) before freeing what it uses.
 func (e *Engine) SetTap(portIndex int, t Tap) error {
-	if portIndex < 0 || portIndex >= len(e.ports) {
-		return fmt.Errorf("engine: no port %d", portIndex)
+	p := e.set.Load().port(portIndex)
+	if p == nil {
+		return fmt.Errorf("engine: port %d: %w", portIndex, ErrNoPort)
 	}
 	var ref *tapRef
 	if t != nil {
 		ref = &tapRef{t}
 	}
-	e.ports[portIndex].tap.Store(ref)
+	p.tap.Store(ref)
 	return nil
+}
+
+// ClearTap detaches t from the port with the given index if t is its
+// tap, and reports whether it was: a capture that ends clears its own
+// tap, never the one of a port that took the index since.
+func (e *Engine) ClearTap(portIndex int, t Tap) bool {
+	p := e.set.Load().port(portIndex)
+	if p == nil {
+		return false
+	}
+	ref := p.tap.Load()
+	return ref != nil && ref.Tap == t && p.tap.CompareAndSwap(ref, nil)
 }
 
 // SetDropMonitor attaches m, replacing any monitor; nil detaches. With no

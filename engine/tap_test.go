@@ -94,7 +94,9 @@ func TestTapAndDropMonitor(t *testing.T) {
 	if !slices.Equal(seen, counted) || !slices.Contains(seen, "NO_ROUTE@0") {
 		t.Errorf("drops seen: %v; counted: %v", drops, counted)
 	}
-	r.e.SetTap(0, nil)
+	if r.e.ClearTap(0, &recorder{}) || !r.e.ClearTap(0, rec) || r.e.ClearTap(0, rec) {
+		t.Error("ClearTap cleared another's tap, or not its own once")
+	}
 	r.e.SetTap(1, nil)
 	r.e.SetDropMonitor(nil)
 	r.send(0, good, nowhere)

@@ -35,9 +35,11 @@ type worker struct {
 	cache  *buffer.Cache
 	batch  *program.Batch
 	rxBufs []*buffer.Buf // the batch's backing array, full length, for Receive
+	// view is the generation of the engine's ports the worker runs: the
+	// queues below are its ports', and it changes only between rounds.
+	view   *portSet
 	rxqs   []rxQueue
 	txqs   []port.TxQueue  // by port index; nil if the port does not transmit
-	attach []port.Attacher // queues whose state belongs to the worker's thread
 	egress [][]*buffer.Buf // by port index: this round's packets for it
 	local  [][]*buffer.Buf // by consumer index
 	poll   *poller
@@ -51,8 +53,14 @@ type worker struct {
 	sleeping atomic.Bool
 	thread   atomic.Int32 // the OS thread with Config.LockOSThread, else 0
 
-	ctr      []uint64 // see stats.go for the layout
-	pub      counter.Published
+	// adopted is view's generation, for AddPort and RemovePort to wait on.
+	adopted atomic.Uint64
+
+	ctr []uint64 // see stats.go for the layout
+	// ctrOf is the port each block of ctr counts: a port that takes a
+	// removed port's index starts from zero.
+	ctrOf    []*portState
+	pub      atomic.Pointer[counter.Published]
 	panicked map[string]bool // programs already logged as panicking
 }
 
@@ -62,48 +70,18 @@ func newWorker(e *Engine, index int) (*worker, error) {
 		e:        e,
 		index:    index,
 		batch:    program.NewBatch(cfg.Batch),
-		txqs:     make([]port.TxQueue, len(e.ports)),
-		egress:   cacheline.Make[[]*buffer.Buf](len(e.ports), len(e.ports)),
+		view:     &portSet{},
 		local:    cacheline.Make[[]*buffer.Buf](len(cfg.Consumers), len(cfg.Consumers)),
 		epoch:    e.epoch,
-		ctr:      cacheline.Make[uint64](numCounters(len(e.ports)), numCounters(len(e.ports))),
-		pub:      counter.NewPublished(numCounters(len(e.ports))),
 		panicked: map[string]bool{},
 	}
 	w.rxBufs = w.batch.Bufs[:cfg.Batch]
-	var fds []int
-	for _, p := range e.ports {
-		if p.port.TxQueue(0) != nil {
-			w.txqs[p.index] = p.port.TxQueue(index)
-			w.egress[p.index] = cacheline.Make[*buffer.Buf](0, cfg.Batch)
-		}
-		for q := index; q < p.info.Queues; q += cfg.Workers {
-			rq := p.port.RxQueue(q)
-			if rq == nil {
-				break
-			}
-			fd := rq.FD()
-			w.rxqs = append(w.rxqs, rxQueue{port: p, q: rq, fd: fd, registered: fd >= 0})
-			if fd >= 0 {
-				fds = append(fds, fd)
-			}
-		}
-	}
+	w.growCounters(len(e.set.Load().ports))
 	for i := range w.local {
 		w.local[i] = cacheline.Make[*buffer.Buf](0, cfg.Batch)
 	}
-	for _, rq := range w.rxqs {
-		if a, ok := rq.q.(port.Attacher); ok {
-			w.attach = append(w.attach, a)
-		}
-	}
-	for _, tq := range w.txqs {
-		if a, ok := tq.(port.Attacher); ok {
-			w.attach = append(w.attach, a)
-		}
-	}
 	var err error
-	if w.poll, err = newPoller(fds); err != nil {
+	if w.poll, err = newPoller(); err != nil {
 		return nil, fmt.Errorf("engine: worker %d: %w", index, err)
 	}
 	if w.cache, err = cfg.Pool.NewCache(w.kick); err != nil {
@@ -112,6 +90,104 @@ func newWorker(e *Engine, index int) (*worker, error) {
 	}
 	w.cache.SetDropHook(w.dropped)
 	return w, nil
+}
+
+// growCounters makes room for the counters of ports ports, keeping the
+// values counted so far.
+func (w *worker) growCounters(ports int) {
+	n := numCounters(ports)
+	if len(w.ctr) >= n {
+		return
+	}
+	ctr := cacheline.Make[uint64](n, n)
+	copy(ctr, w.ctr)
+	w.ctr = ctr
+	w.ctrOf = append(w.ctrOf, make([]*portState, ports-len(w.ctrOf))...)
+	pub := counter.NewPublished(n)
+	pub.Publish(w.ctr)
+	w.pub.Store(&pub)
+}
+
+// adopt makes next the worker's ports, between rounds: the queues of
+// ports that left are given up (what they lent taken back, their
+// descriptors out of the poller) and those of ports that joined are
+// taken on. A worker that stops adopts an empty set, so that each run
+// starts from nothing.
+func (w *worker) adopt(next *portSet) {
+	old := w.view
+	keep := w.rxqs[:0]
+	for _, rq := range w.rxqs {
+		if next.port(rq.port.index) == rq.port {
+			keep = append(keep, rq)
+			continue
+		}
+		if a, ok := rq.q.(port.Attacher); ok {
+			a.Detach(w.cache)
+		}
+		if rq.registered {
+			w.poll.remove(rq.fd)
+		}
+	}
+	clear(w.rxqs[len(keep):])
+	w.rxqs = keep
+	for i, tq := range w.txqs {
+		if tq == nil || next.port(i) == old.port(i) {
+			continue
+		}
+		if a, ok := tq.(port.Attacher); ok {
+			a.Detach(w.cache)
+		}
+		w.txqs[i] = nil
+	}
+	if n := len(next.ports); n > len(w.txqs) {
+		w.txqs = append(w.txqs, make([]port.TxQueue, n-len(w.txqs))...)
+		w.egress = append(w.egress, make([][]*buffer.Buf, n-len(w.egress))...)
+		w.growCounters(n)
+	}
+	for i, p := range next.ports {
+		if p != nil && old.port(i) != p {
+			w.join(p)
+		}
+	}
+	w.view = next
+	w.adopted.Store(next.gen)
+}
+
+// join takes on p's queues: its TX queue for this worker and every
+// RX queue q with q ≡ worker (mod workers).
+func (w *worker) join(p *portState) {
+	if w.ctrOf[p.index] != p {
+		w.ctrOf[p.index] = p
+		clear(w.ctr[portCounter(p.index, 0):portCounter(p.index+1, 0)])
+	}
+	if tq := p.port.TxQueue(w.index); tq != nil {
+		if a, ok := tq.(port.Attacher); ok {
+			a.Attach(w.cache)
+		}
+		w.txqs[p.index] = tq
+		if w.egress[p.index] == nil {
+			w.egress[p.index] = cacheline.Make[*buffer.Buf](0, w.e.cfg.Batch)
+		}
+	}
+	for q := w.index; q < p.info.Queues; q += w.e.cfg.Workers {
+		rq := p.port.RxQueue(q)
+		if rq == nil {
+			break
+		}
+		if a, ok := rq.(port.Attacher); ok {
+			a.Attach(w.cache)
+		}
+		fd := rq.FD()
+		registered := false
+		if fd >= 0 {
+			if err := w.poll.add(fd); err != nil {
+				w.e.fail(p, fmt.Errorf("worker %d: %w", w.index, err))
+			} else {
+				registered = true
+			}
+		}
+		w.rxqs = append(w.rxqs, rxQueue{port: p, q: rq, fd: fd, registered: registered})
+	}
 }
 
 // kick is the cache's hook: another worker's remote frees reached half of
@@ -135,13 +211,12 @@ func (w *worker) close() {
 func (w *worker) run(wg *sync.WaitGroup) {
 	defer wg.Done()
 	cfg := &w.e.cfg
-	if len(w.attach) > 0 && !cfg.LockOSThread {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
+	// Always on one thread: a port added while the worker runs may have
+	// queues whose state belongs to the thread that attached them
+	// (port.Attacher).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if cfg.LockOSThread {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
 		w.thread.Store(int32(unix.Gettid()))
 		if len(cfg.CPUs) > 0 {
 			cpu := cfg.CPUs[w.index%len(cfg.CPUs)]
@@ -150,20 +225,17 @@ func (w *worker) run(wg *sync.WaitGroup) {
 			}
 		}
 	}
-	for _, a := range w.attach {
-		a.Attach(w.cache)
-	}
-	defer func() {
-		// Before the cache closes: Detach gives back what was lent.
-		for _, a := range w.attach {
-			a.Detach(w.cache)
-		}
-	}()
+	w.adopt(w.e.set.Load())
+	// Before the cache closes: Detach gives back what was lent.
+	defer func() { w.adopt(&portSet{gen: w.view.gen}) }()
 	w.now = int64(time.Since(w.epoch))
 	idle, rounds := 0, 0
 	var lastWork time.Time // when a busy worker last found work, for BusyPoll
 	busy := false          // it found work since it last slept
 	for !w.stop.Load() {
+		if s := w.e.set.Load(); s != w.view {
+			w.adopt(s)
+		}
 		w.curPort = -1
 		w.cache.Drain()
 		exhausted := w.cache.Exhausted()
@@ -233,7 +305,7 @@ func (w *worker) starve() {
 
 func (w *worker) publish() {
 	w.now = int64(time.Since(w.epoch))
-	w.pub.Publish(w.ctr)
+	w.pub.Load().Publish(w.ctr)
 	w.cache.Publish()
 }
 
@@ -332,7 +404,7 @@ func (w *worker) dispatch(in *portState) {
 	}
 	for p, list := range w.egress {
 		if len(list) > 0 {
-			w.transmit(w.e.ports[p], list)
+			w.transmit(w.view.ports[p], list)
 			w.egress[p] = list[:0]
 		}
 	}
@@ -355,7 +427,7 @@ func (w *worker) toPort(dst int, buf *buffer.Buf, ingress int) {
 	switch {
 	case dst >= len(w.txqs) || w.txqs[dst] == nil:
 		w.drop(buf, ingress, drop.NoRoute)
-	case w.e.ports[dst].down.Load():
+	case w.view.ports[dst].down.Load():
 		w.drop(buf, ingress, drop.DevReady)
 	default:
 		w.egress[dst] = append(w.egress[dst], buf)
@@ -367,7 +439,7 @@ func (w *worker) toPort(dst int, buf *buffer.Buf, ingress int) {
 func (w *worker) flood(buf *buffer.Buf, ingress int) {
 	first := true
 	for p, txq := range w.txqs {
-		if txq == nil || p == ingress || w.e.ports[p].down.Load() {
+		if txq == nil || p == ingress || w.view.ports[p].down.Load() {
 			continue
 		}
 		if !first {

@@ -65,8 +65,8 @@ type Bridge struct {
 	ageing     int64 // ns
 	refresh    int64 // ns: how stale an entry's last-seen time may get
 	maxEntries int
-	maxPerPort int
-	moveHold   int64 // ns
+	maxPerPort atomic.Int64 // SetMaxPerPort
+	moveHold   int64        // ns
 
 	mu sync.Mutex // serializes writers
 	// fdb is the forwarding table, read by workers without locks.
@@ -124,9 +124,9 @@ func NewBridge(cfg BridgeConfig) *Bridge {
 		ageing:     int64(cfg.AgeingTime),
 		refresh:    min(int64(time.Second), max(int64(cfg.AgeingTime)/4, 1)),
 		maxEntries: cfg.MaxEntries,
-		maxPerPort: min(cfg.MaxPerPort, cfg.MaxEntries),
 		moveHold:   int64(cfg.MoveHold),
 	}
+	br.maxPerPort.Store(int64(min(cfg.MaxPerPort, cfg.MaxEntries)))
 	br.fdb.Store(newFDB(map[[6]byte]*fdbEntry{}))
 	return br
 }
@@ -205,7 +205,7 @@ func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64, refused, h
 		*held++
 		return false
 	}
-	if e == nil && (len(t.entries) >= br.maxEntries || t.perPort[port] >= br.maxPerPort) && now < br.fullUntil.Load() {
+	if e == nil && (len(t.entries) >= br.maxEntries || t.perPort[port] >= int(br.maxPerPort.Load())) && now < br.fullUntil.Load() {
 		*refused++
 		return false
 	}

@@ -34,7 +34,7 @@ func (br *Bridge) commit(l *pending[[6]byte], port int, now int64) {
 	if news+moves == 0 {
 		return
 	}
-	full := len(cur.entries) >= br.maxEntries || cur.perPort[port] >= br.maxPerPort
+	full := len(cur.entries) >= br.maxEntries || cur.perPort[port] >= int(br.maxPerPort.Load())
 	if moves == 0 && full && !br.anyExpired(cur.entries, now) {
 		// Full, and copying would free nothing: refuse without a copy
 		// and let workers skip new stations for a while.
@@ -54,7 +54,7 @@ func (br *Bridge) commit(l *pending[[6]byte], port int, now int64) {
 			br.stats.refused.Add(1) // moved by another worker meanwhile
 			continue
 		}
-		if e == nil && (len(next.entries) >= br.maxEntries || next.perPort[port] >= br.maxPerPort) {
+		if e == nil && (len(next.entries) >= br.maxEntries || next.perPort[port] >= int(br.maxPerPort.Load())) {
 			refused++
 			continue
 		}
@@ -128,6 +128,34 @@ func (br *Bridge) Table() []BridgeEntry {
 	}
 	slices.SortFunc(out, func(a, b BridgeEntry) int { return bytes.Compare(a.MAC[:], b.MAC[:]) })
 	return out
+}
+
+// ForgetPort forgets the stations learned on port, as when the port is
+// removed: a port that later takes its index must not receive their
+// frames.
+func (br *Bridge) ForgetPort(port int) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	cur := br.fdb.Load().entries
+	next := make(map[[6]byte]*fdbEntry, len(cur))
+	for mac, e := range cur {
+		if e.port != port {
+			next[mac] = e
+		}
+	}
+	br.fdb.Store(newFDB(next))
+	br.fullUntil.Store(0)
+}
+
+// SetMaxPerPort changes the bound on the stations learned on any one
+// port (BridgeConfig.MaxPerPort), as when ports are added or removed.
+// A port over a lowered bound keeps its stations until they age out,
+// and learns no new ones until then.
+func (br *Bridge) SetMaxPerPort(n int) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	br.maxPerPort.Store(int64(min(max(n, 1), br.maxEntries)))
+	br.fullUntil.Store(0)
 }
 
 // Flush forgets every station.

@@ -327,6 +327,28 @@ func (f *L3Forwarder) tick(now int64) {
 	}
 }
 
+// ForgetPort forgets the hosts learned on port, as when the port is
+// removed: a port that later takes its index must not receive their
+// traffic.
+func (f *L3Forwarder) ForgetPort(port int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.hosts.Load()
+	next := newHostTable(cur.len())
+	for k, e := range cur.v4 {
+		if e.port != port {
+			next.v4[k] = e
+		}
+	}
+	for k, e := range cur.v6 {
+		if e.port != port {
+			next.v6[k] = e
+		}
+	}
+	f.hosts.Store(next)
+	f.fullUntil.Store(0)
+}
+
 // FlushLearned forgets every learned host, as when ports are
 // reconfigured.
 func (f *L3Forwarder) FlushLearned() {

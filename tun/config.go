@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"softnet.dev/internal/knob"
+	"softnet.dev/packet"
 )
 
 // FlagVnetHdr is the buffer flag (buffer.Buf.Flags) of a packet whose
@@ -142,4 +143,15 @@ func (cfg FileConfig) check(vnetHdr bool) error {
 		return errors.New("KeepGSO needs a file opened with IFF_VNET_HDR")
 	}
 	return nil
+}
+
+// linkOverhead is what a device's frames carry beyond its MTU: nothing
+// on TUN; on TAP the Ethernet header and one 802.1Q tag, which rides
+// outside the MTU (the kernel's VLAN_ETH_HLEN), so that a guest's VLAN
+// device at the same MTU sends full-size frames.
+func linkOverhead(tap bool) int {
+	if tap {
+		return packet.EthernetHeaderLen + packet.VLANTagLen
+	}
+	return 0
 }

@@ -90,11 +90,7 @@ func Open(cfg Config) (*Device, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l2 := 0
-	if cfg.TAP {
-		l2 = packet.EthernetHeaderLen
-	}
-	d.watch.start(d, d.ifindex, l2, log)
+	d.watch.start(d, d.ifindex, linkOverhead(cfg.TAP), log)
 	return d, nil
 }
 
@@ -122,11 +118,10 @@ func (d *Device) open(cfg Config) error {
 
 	flags := uint16(unix.IFF_NO_PI)
 	d.info = port.Info{Name: cfg.Name, Layer: packet.L3, Queues: cfg.Queues}
-	l2 := 0
+	l2 := linkOverhead(cfg.TAP)
 	if cfg.TAP {
 		flags |= unix.IFF_TAP
 		d.info.Layer = packet.L2
-		l2 = packet.EthernetHeaderLen
 	} else {
 		flags |= unix.IFF_TUN
 	}

@@ -43,8 +43,8 @@ func TestOpenClose(t *testing.T) {
 	}{
 		{"tun-offload", Config{Offload: true}, packet.L3, 65535, []string{"tun type tun", "vnet_hdr on", "persist off"}},
 		{"tun-plain", Config{MTU: 1400}, packet.L3, 1400, []string{"mtu 1400", "vnet_hdr off"}},
-		{"tap-offload", Config{TAP: true, Offload: true}, packet.L2, 65535 + 14, []string{"tun type tap", "vnet_hdr on"}},
-		{"tap-plain", Config{TAP: true, MTU: 9000}, packet.L2, 9014, []string{"tun type tap", "mtu 9000"}},
+		{"tap-offload", Config{TAP: true, Offload: true}, packet.L2, 65535 + linkOverhead(true), []string{"tun type tap", "vnet_hdr on"}},
+		{"tap-plain", Config{TAP: true, MTU: 9000}, packet.L2, 9000 + linkOverhead(true), []string{"tun type tap", "mtu 9000"}},
 		{"multiqueue", Config{Queues: 2, Offload: true}, packet.L3, 65535, []string{"multi_queue numqueues 2"}},
 	}
 	for _, tc := range cases {

@@ -56,7 +56,7 @@
 // that holds a 64 KiB frame (buffer.ClassGSO in the default pool), since
 // the size of the next packet is unknown before the read: the number of
 // such buffers bounds the packets in flight from offloading devices. If no
-// class holds Info().MaxFrame (a TAP frame of 65535+14 bytes does not fit
+// class holds Info().MaxFrame (a TAP frame of 65535+18 bytes does not fit
 // the default pool's 64 KiB), the largest class is used and a longer
 // frame is dropped as drop.PktTooBig.
 //
@@ -111,7 +111,10 @@
 // packets flow within the moment the kernel takes to tell us. (A write
 // that fails with EIO before the news arrives is dropped the same way.)
 // On a device without a vnet header, the largest frame (Info().MaxFrame)
-// follows the MTU, for receive buffers and for what Transmit lets pass. A
+// follows the MTU, for receive buffers and for what Transmit lets pass;
+// a TAP frame may be 18 bytes longer than the MTU, for its Ethernet
+// header and one 802.1Q tag (which the kernel's bridge lets pass outside
+// the MTU too). A
 // device deleted underneath a port (or moved out of its namespace) makes
 // Receive and Transmit return an error that matches port.ErrDown: that
 // ends the port.

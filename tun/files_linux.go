@@ -71,9 +71,9 @@ func fromFiles(cfg FileConfig, files []*os.File) (*Device, error) {
 	}
 	d.gro, d.keepGSO = cfg.GRO, cfg.KeepGSO
 	d.info.Layer, d.info.Queues = packet.L3, len(files)
-	l2 := 0
+	l2 := linkOverhead(flags&unix.IFF_TAP != 0)
 	if flags&unix.IFF_TAP != 0 {
-		d.info.Layer, l2 = packet.L2, packet.EthernetHeaderLen
+		d.info.Layer = packet.L2
 	}
 	switch {
 	case d.vnet:

@@ -2,6 +2,7 @@ package tun
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -23,10 +24,7 @@ func TestMTURaisedAfterOpen(t *testing.T) {
 			ns := netnstest.New(t)
 			name := devName("snm")
 			d := openDev(t, Config{Name: name, NetNS: ns.Name, TAP: tap, MTU: 1500})
-			l2 := 0
-			if tap {
-				l2 = packet.EthernetHeaderLen
-			}
+			l2 := linkOverhead(tap)
 			if got := d.Info().MaxFrame; got != 1500+l2 {
 				t.Fatalf("max frame %d at MTU 1500", got)
 			}
@@ -55,8 +53,12 @@ func TestMTURaisedAfterOpen(t *testing.T) {
 				layer = packet.L2
 			}
 			b := receive(t, c, d.RxQueue(0), 1, isUDPTo(layer, dst))[0]
-			if b.Len() != 9000+l2 {
-				t.Errorf("received %d bytes, want %d", b.Len(), 9000+l2)
+			frame := 9000
+			if tap {
+				frame += packet.EthernetHeaderLen // untagged
+			}
+			if b.Len() != frame {
+				t.Errorf("received %d bytes, want %d", b.Len(), frame)
 			}
 			c.Consume(b)
 
@@ -81,5 +83,35 @@ func TestMTURaisedAfterOpen(t *testing.T) {
 				t.Fatalf("guest socket got %d bytes, %v; want %d", got, err, len(payload))
 			}
 		})
+	}
+}
+
+// A full-size frame with an 802.1Q tag from a TAP guest is received:
+// the tag rides outside the MTU, as on the kernel's bridge (a guest's
+// VLAN device at the TAP's MTU sends such frames).
+func TestTAPTaggedFullSizeFrame(t *testing.T) {
+	_, c := newPool(t, buffer.Config{})
+	ns := netnstest.New(t)
+	name := devName("snv")
+	d := openDev(t, Config{Name: name, NetNS: ns.Name, TAP: true, MTU: 1500})
+	exec(t, ns, "ip", "link", "set", name, "up")
+	dst := netip.AddrPortFrom(peerV4, 4100)
+	payload := bytes.Repeat([]byte{'v'}, 1500-packet.IPv4HeaderLen-packet.UDPHeaderLen)
+	frame := make([]byte, 1500+packet.EthernetHeaderLen+packet.VLANTagLen)
+	packet.PutEthernet(frame, [6]byte{0x02, 0, 0, 0, 0, 2}, [6]byte{0x02, 0, 0, 0, 0, 1}, packet.EtherTypeVLAN)
+	binary.BigEndian.PutUint16(frame[14:], 5) // VLAN 5
+	binary.BigEndian.PutUint16(frame[16:], packet.EtherTypeIPv4)
+	packet.PutUDP(frame[18:], netip.AddrPortFrom(hostV4, 4000), dst, payload)
+	ns.Inject(t, name, true, frame)
+	b := receive(t, c, d.RxQueue(0), 1, isUDPTo(packet.L2, dst))[0]
+	if b.Len() != len(frame) {
+		t.Errorf("received a %d-byte frame, want %d", b.Len(), len(frame))
+	}
+	// And back to the guest, as a bridge would send it to another TAP.
+	if n, err := d.TxQueue(0).Transmit(c, []*buffer.Buf{b}); n != 1 || err != nil {
+		t.Errorf("Transmit of the tagged frame = %d, %v", n, err)
+	}
+	if s := d.Stats(); s.RxDrops.Total() != 0 || s.TxDrops.Total() != 0 {
+		t.Errorf("drops: rx %v, tx %v", s.RxDrops, s.TxDrops)
 	}
 }

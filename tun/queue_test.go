@@ -99,7 +99,7 @@ func TestFromFiles(t *testing.T) {
 	}{
 		{"tun-vnet", tunFlags | unix.IFF_VNET_HDR, 1, packet.L3, MaxMTU},
 		{"tun-plain", tunFlags, 1, packet.L3, 1500}, // the MTU looked up
-		{"tap-vnet", tapFlags | unix.IFF_VNET_HDR, 1, packet.L2, MaxMTU + 14},
+		{"tap-vnet", tapFlags | unix.IFF_VNET_HDR, 1, packet.L2, MaxMTU + linkOverhead(true)},
 		{"multiqueue", tunFlags | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE, 2, packet.L3, MaxMTU},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

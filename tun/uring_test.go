@@ -3,6 +3,7 @@ package tun
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
@@ -200,5 +201,78 @@ func TestUringRefusedFallsBack(t *testing.T) {
 	io, why := d.IO()
 	if io != IOSyscall || !errors.Is(why, refusal) {
 		t.Fatalf("IO() = %v, %v; want syscall and why", io, why)
+	}
+}
+
+// The lending bookkeeping of an RX ring under random refills, takes of
+// lent, unlent and out-of-range ids (as a corrupt completion would
+// name) and frees: every id is lent or free, never both, and the pool
+// counts exactly the lent buffers and those the test holds; Detach
+// takes back every lent one.
+func TestUringLendingBookkeeping(t *testing.T) {
+	requireUring(t)
+	pool, c := newPool(t, buffer.Config{})
+	ns := netnstest.New(t)
+	d := openDev(t, Config{Name: devName("snu"), NetNS: ns.Name, Offload: true})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rq := d.RxQueue(0).(port.Attacher)
+	rq.Attach(c)
+	q := &d.rx[0]
+	u := q.ur
+	if u.ring == nil {
+		t.Fatalf("no ring: %v", u.err)
+	}
+	n := len(u.lent)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var held []*buffer.Buf
+	check := func(op string) {
+		t.Helper()
+		lent := 0
+		for _, b := range u.lent {
+			if b != nil {
+				lent++
+			}
+		}
+		seen := map[uint16]bool{}
+		for _, id := range u.free {
+			if seen[id] || u.lent[id] != nil {
+				t.Fatalf("after %s: id %d free twice or free and lent", op, id)
+			}
+			seen[id] = true
+		}
+		if len(u.free)+lent != n {
+			t.Fatalf("after %s: %d free + %d lent ids of %d", op, len(u.free), lent, n)
+		}
+		c.Publish()
+		if got := pool.Stats().InUse; got != lent+len(held) {
+			t.Fatalf("after %s: pool counts %d in use, %d lent and %d held", op, got, lent, len(held))
+		}
+	}
+	for i := range 3000 {
+		switch k := rng.IntN(10); {
+		case k < 2:
+			u.refill(q, c)
+			check(fmt.Sprint("refill ", i))
+		case k < 8:
+			id := uint16(rng.IntN(n + 4))
+			if b := u.take(id); b != nil {
+				held = append(held, b)
+			}
+			check(fmt.Sprint("take ", id))
+		default:
+			if len(held) > 0 {
+				j := rng.IntN(len(held))
+				c.Consume(held[j])
+				held = append(held[:j], held[j+1:]...)
+			}
+			check("free")
+		}
+	}
+	rq.Detach(c)
+	c.ConsumeBulk(held)
+	c.Publish()
+	if s := pool.Stats(); s.InUse != 0 {
+		t.Fatalf("%d buffers in use after Detach", s.InUse)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"softnet.dev/drop"
+	"softnet.dev/engine"
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
 )
@@ -28,13 +30,17 @@ func newCtlCmd() *cobra.Command {
 	var socket string
 	cmd := &cobra.Command{
 		Use:   "ctl",
-		Short: "Inspect a running switch through its control socket",
+		Short: "Inspect and reconfigure a running switch through its control socket",
 		Long: `ctl is a client of the API that softnet switch serves on its control socket
 (--control, default ` + control.DefaultSocket + `). Anyone who can write the
 socket controls the switch; it is created with mode 0660.
 
 Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 2 usage, 3 no switch is running on the socket.`,
+		Example: `  softnet ctl stats --watch
+  softnet ctl port add tun:sn3,netns=guest3
+  softnet ctl route add 198.18.3.0/24=sn3
+  softnet ctl --socket /tmp/sw.sock port list --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return usageError{errors.New("ctl needs a command")} },
 	}
@@ -115,8 +121,14 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 		},
 	}
 
-	portList := &cobra.Command{
-		Use:   "list",
+	cmd.AddCommand(stats, config, newPortCmd(client), newRouteCmd(client), newDropsCmd(client), newCaptureCmd(client))
+	return cmd
+}
+
+func newPortCmd(client func() *control.Client) *cobra.Command {
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--json]",
 		Short: "List the ports",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -127,26 +139,86 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(ports)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "name\tstate\tspec\tdevice")
-			for _, p := range ports {
-				state := "up"
-				if p.Down {
-					state = "down: " + p.Error
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, p.Spec, p.Info)
-			}
-			return tw.Flush()
+			return writePorts(cmd.OutOrStdout(), ports)
 		},
 	}
-	portList.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	portCmd := &cobra.Command{Use: "port", Short: "Ports of the switch", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return usageError{errors.New("port needs a command: list")} }}
-	portCmd.AddCommand(portList)
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var addJSON bool
+	add := &cobra.Command{
+		Use:   "add SPEC",
+		Short: "Add a port to the running switch, with the syntax of --port",
+		Long: `add opens the device of SPEC (kind:NAME[,netns=NS][,queues=N]..., as
+softnet switch --port takes it; see softnet switch --help) and adds it to
+the running switch. Traffic between the other ports goes on. A TUN port
+sends from the prefixes routed to it (softnet ctl route add) unless allow=
+says otherwise. The new port is printed as port list prints it.
 
-	routeList := &cobra.Command{
-		Use:   "list",
-		Short: "List the static routes",
+netns= takes a name (ip netns add NS) or a path, as container runtimes
+hand namespaces over: /var/run/netns/NAME, /proc/PID/ns/net.`,
+		Example: `  softnet ctl port add tun:sn3,netns=guest3
+  softnet ctl port add tun:sn4,netns=/proc/4242/ns/net,allow=198.18.4.0/24
+  softnet ctl route add 198.18.3.0/24=sn3`,
+		Args: exactArgs(1, "port add needs SPEC, e.g. tun:sn3,netns=guest3"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := vswitch.ParsePort(args[0]); err != nil {
+				return usageError{err}
+			}
+			var p control.Port
+			if err := client().Post(cmd.Context(), "/v1/ports", control.PortRequest{Spec: args[0]}, &p); err != nil {
+				return ctlError(err)
+			}
+			if addJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(p)
+			}
+			return writePorts(cmd.OutOrStdout(), []control.Port{p})
+		},
+	}
+	add.Flags().BoolVar(&addJSON, "json", false, "print the new port as JSON")
+	del := &cobra.Command{
+		Use:     "del NAME",
+		Aliases: []string{"delete", "rm"},
+		Short:   "Remove a port from the running switch",
+		Long: `del removes the port NAME while the switch runs: its routes go with it,
+and its device is closed (removed, if the switch created it). Traffic
+between the other ports goes on. Nothing is printed on success.`,
+		Example: `  softnet ctl port del sn3`,
+		Args:    exactArgs(1, "port del needs the port's NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := client().Delete(cmd.Context(), "/v1/ports/"+url.PathEscape(args[0])); err != nil {
+				return ctlError(err)
+			}
+			return nil
+		},
+	}
+	cmd := &cobra.Command{Use: "port", Short: "List, add and remove the switch's ports", Args: cobra.NoArgs,
+		Example: `  softnet ctl port list
+  softnet ctl port add tun:sn3,netns=guest3
+  softnet ctl port del sn3`,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{errors.New("port needs a command: list, add or del")}
+		}}
+	cmd.AddCommand(list, add, del)
+	return cmd
+}
+
+func writePorts(w io.Writer, ports []control.Port) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tstate\tspec\tdevice")
+	for _, p := range ports {
+		state := "up"
+		if p.Down {
+			state = "down: " + p.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, p.Spec, p.Info)
+	}
+	return tw.Flush()
+}
+
+func newRouteCmd(client func() *control.Client) *cobra.Command {
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the static routes, as PREFIX=PORT",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var routes []control.Route
@@ -162,13 +234,65 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 			return nil
 		},
 	}
-	routeList.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	routeCmd := &cobra.Command{Use: "route", Short: "Static routes of the switch", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return usageError{errors.New("route needs a command: list")} }}
-	routeCmd.AddCommand(routeList)
-
-	cmd.AddCommand(stats, config, portCmd, routeCmd, newDropsCmd(client), newCaptureCmd(client))
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	add := &cobra.Command{
+		Use:   "add PREFIX=PORT",
+		Short: "Route a prefix to a TUN port of the running switch",
+		Long: `add routes PREFIX to the TUN port PORT, as --route does at start. A port
+without allow= may then also send from the prefix. Nothing is printed on
+success.`,
+		Example: `  softnet ctl route add 198.18.3.0/24=sn3
+  softnet ctl route add 2001:db8:3::/64=sn3`,
+		Args: exactArgs(1, "route add needs PREFIX=PORT, e.g. 198.18.3.0/24=sn3"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rt, err := vswitch.ParseRoute(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if err := client().Post(cmd.Context(), "/v1/routes", control.Route{Prefix: rt.Prefix.String(), Port: rt.Port}, nil); err != nil {
+				return ctlError(err)
+			}
+			return nil
+		},
+	}
+	del := &cobra.Command{
+		Use:     "del PREFIX",
+		Aliases: []string{"delete", "rm"},
+		Short:   "Remove the route to a prefix from the running switch",
+		Long:    `del removes the static route to PREFIX. Nothing is printed on success.`,
+		Example: `  softnet ctl route del 198.18.3.0/24`,
+		Args:    exactArgs(1, "route del needs a PREFIX, e.g. 198.18.3.0/24"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := netip.ParsePrefix(args[0])
+			if err != nil {
+				return usageError{fmt.Errorf("route del: %w", err)}
+			}
+			if err := client().Delete(cmd.Context(), "/v1/routes/"+p.String()); err != nil {
+				return ctlError(err)
+			}
+			return nil
+		},
+	}
+	cmd := &cobra.Command{Use: "route", Short: "List, add and remove the switch's static routes", Args: cobra.NoArgs,
+		Example: `  softnet ctl route list
+  softnet ctl route add 198.18.3.0/24=sn3
+  softnet ctl route del 198.18.3.0/24`,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{errors.New("route needs a command: list, add or del")}
+		}}
+	cmd.AddCommand(list, add, del)
 	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that says what is
+// missing.
+func exactArgs(n int, msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{errors.New(msg)}
+		}
+		return nil
+	}
 }
 
 func newDropsCmd(client func() *control.Client) *cobra.Command {
@@ -299,7 +423,11 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 			if lost == "" {
 				lost = "an unknown number of" // interrupted before the switch said
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s copies lost by the capture\n", n, lost)
+			why := ""
+			if resp.Trailer.Get("Softnet-End") == "port-removed" {
+				why = "; the port was removed from the switch"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s copies lost by the capture%s\n", n, lost, why)
 			if err != nil && cmd.Context().Err() == nil {
 				return err
 			}
@@ -360,12 +488,21 @@ func writeRates(w io.Writer, prev, cur *vswitch.Report, dt time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "port\trx pkt/s\trx Mbit/s\ttx pkt/s\ttx Mbit/s\tdropped/s\t")
 	secs := dt.Seconds()
-	for i, p := range cur.Ports {
-		if prev == nil || i >= len(prev.Ports) || secs <= 0 {
+	for _, p := range cur.Ports {
+		// Ports come and go between samples: a port's previous sample is
+		// the one with its name and index, counting up from it.
+		var q *engine.PortStats
+		if prev != nil {
+			for i := range prev.Ports {
+				if o := &prev.Ports[i]; o.Name == p.Name && o.Index == p.Index && o.RxPackets <= p.RxPackets && o.TxPackets <= p.TxPackets {
+					q = o
+				}
+			}
+		}
+		if q == nil || secs <= 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t\n", p.Name)
 			continue
 		}
-		q := prev.Ports[i]
 		rate := func(a, b uint64) float64 { return float64(a-b) / secs }
 		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%.1f\t%.0f\t\n", p.Name,
 			rate(p.RxPackets, q.RxPackets), 8*rate(p.RxBytes, q.RxBytes)/1e6,

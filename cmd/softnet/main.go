@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -59,7 +60,10 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
-func exitCode(err error) int {
+func exitCode(err error) int { return exitCodeTo(os.Stderr, err) }
+
+// exitCodeTo returns err's exit code, having written what it says to w.
+func exitCodeTo(w io.Writer, err error) int {
 	if err == nil {
 		return exitOK
 	}
@@ -68,18 +72,18 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "softnet:", ee.err)
+			fmt.Fprintln(w, "softnet:", ee.err)
 		}
 		return ee.code
 	case errors.Is(err, context.Canceled):
-		fmt.Fprintln(os.Stderr, "softnet: interrupted")
+		fmt.Fprintln(w, "softnet: interrupted")
 		return exitInterrupted
 	case errors.As(err, &ue):
-		fmt.Fprintln(os.Stderr, "softnet:", err)
-		fmt.Fprintln(os.Stderr, "Run 'softnet --help' for usage.")
+		fmt.Fprintln(w, "softnet:", err)
+		fmt.Fprintln(w, "Run 'softnet --help' for usage.")
 		return exitUsage
 	default:
-		fmt.Fprintln(os.Stderr, "softnet:", err)
+		fmt.Fprintln(w, "softnet:", err)
 		return exitFailure
 	}
 }

@@ -17,7 +17,8 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	err := root.ExecuteContext(context.Background())
-	return out.String(), errb.String(), exitCode(err)
+	code = exitCodeTo(&errb, err)
+	return out.String(), errb.String(), code
 }
 
 func TestBenchJSONLines(t *testing.T) {

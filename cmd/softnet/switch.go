@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,6 +86,16 @@ a comment, and flags add to what it says:
 ` + vswitch.Directives + `
 Every bad line is reported with its file and line.
 
+On SIGHUP the switch reads --config FILE again and makes itself what the
+file and the command line's flags say, as at start: ports and routes that
+are gone are removed (those added with softnet ctl too, unless the file
+or a flag has them), new ones added, a port whose spec changed is
+removed and added again; traffic between the ports that stay goes on.
+Each change is logged ("config reloaded"). A file with an error, or one
+that changes workers, services or filters (these need a restart),
+changes nothing and the error is logged with its file and line. Without
+--config, SIGHUP is logged and ignored.
+
 On SIGINT or SIGTERM the switch stops within 2 s, closes every port,
 prints per-port statistics, drops by reason and the buffer leak check, and
 exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
@@ -93,54 +105,34 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
       --filter "deny proto=udp dport=53"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg vswitch.Config
 			if workers < 1 || workers > vswitch.MaxWorkers {
 				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
 			}
-			if configFile != "" {
-				f, err := os.Open(configFile)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg, err = vswitch.ParseConfig(configFile, f)
-				f.Close()
-				if err != nil {
-					return usageError{err}
-				}
+			// SIGHUP's default ends the process: caught from the start,
+			// it is handled once the switch runs.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			flags := switchFlags{ports: ports, routes: routes, services: services, filters: filters}
+			if cmd.Flags().Changed("workers") {
+				flags.workers = workers
 			}
-			for _, s := range ports {
-				p, err := vswitch.ParsePort(s)
-				if err != nil {
-					return usageError{err}
+			load := func() (vswitch.Config, error) {
+				cfg, err := loadConfig(configFile, flags)
+				if err == nil && cfg.Workers == 0 {
+					cfg.Workers = workers
 				}
-				cfg.Ports = append(cfg.Ports, p)
+				return cfg, err
 			}
-			for _, s := range routes {
-				r, err := vswitch.ParseRoute(s)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.Routes = append(cfg.Routes, r)
-			}
-			for _, s := range services {
-				sv, err := vswitch.ParseService(s)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.Services = append(cfg.Services, sv)
-			}
-			for _, s := range filters {
-				r, err := program.ParseRule(s)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg.Filters = append(cfg.Filters, r)
-			}
-			if cmd.Flags().Changed("workers") || cfg.Workers == 0 {
-				cfg.Workers = workers
+			cfg, err := load()
+			if err != nil {
+				return usageError{err}
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
+			}
+			if len(cfg.Ports) < 2 && controlPath == "" {
+				return usageError{fmt.Errorf("%d ports: a switch needs at least two, or --control to receive them while it runs", len(cfg.Ports))}
 			}
 			// Found out now, not after a day of forwarding.
 			var statsFile *os.File
@@ -192,7 +184,14 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				return errors.Join(err, cerr)
 			}
 			servers := serve(sw, apiLn, metricsLn, log)
-			<-cmd.Context().Done()
+			for running := true; running; {
+				select {
+				case <-cmd.Context().Done():
+					running = false
+				case <-hup:
+					reload(sw, configFile, load, log)
+				}
+			}
 			// The servers read the switch's counters: they stop first.
 			shutdown(servers)
 			rep, err := sw.Close()
@@ -226,6 +225,83 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
+}
+
+// switchFlags are the command line's additions to the configuration
+// file.
+type switchFlags struct {
+	ports, routes, services, filters []string
+	workers                          int // 0: not given
+}
+
+// parseEach appends to list each of a flag's values, parsed.
+func parseEach[T any](list []T, flag string, vals []string, parse func(string) (T, error)) ([]T, error) {
+	for _, s := range vals {
+		v, err := parse(s)
+		if err != nil {
+			return list, fmt.Errorf("%s: %w", flag, err)
+		}
+		list = append(list, v)
+	}
+	return list, nil
+}
+
+// loadConfig reads file (none if "") and adds the flags to it; the
+// configuration is not validated yet. Errors name the file's line or
+// the flag.
+func loadConfig(file string, fl switchFlags) (vswitch.Config, error) {
+	var cfg vswitch.Config
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return cfg, err
+		}
+		cfg, err = vswitch.ParseConfig(file, f)
+		f.Close()
+		if err != nil {
+			return cfg, err
+		}
+	}
+	var errs [4]error
+	cfg.Ports, errs[0] = parseEach(cfg.Ports, "--port", fl.ports, vswitch.ParsePort)
+	cfg.Routes, errs[1] = parseEach(cfg.Routes, "--route", fl.routes, vswitch.ParseRoute)
+	cfg.Services, errs[2] = parseEach(cfg.Services, "--service", fl.services, vswitch.ParseService)
+	cfg.Filters, errs[3] = parseEach(cfg.Filters, "--filter", fl.filters, program.ParseRule)
+	for _, err := range errs {
+		if err != nil {
+			return cfg, err
+		}
+	}
+	if fl.workers != 0 {
+		cfg.Workers = fl.workers
+	}
+	return cfg, nil
+}
+
+// reload is SIGHUP: the configuration load gives (file and flags)
+// applied to the running switch, each change logged; on an error,
+// nothing changes (but for what Apply says it changed before one).
+func reload(sw *vswitch.Switch, file string, load func() (vswitch.Config, error), log *slog.Logger) {
+	if file == "" {
+		log.Info("SIGHUP: nothing to reload: the switch was started without --config")
+		return
+	}
+	cfg, err := load()
+	if err != nil {
+		log.Error("config reload failed; nothing was changed", "file", file, "err", err)
+		return
+	}
+	changes, err := sw.Apply(cfg)
+	for _, c := range changes {
+		log.Info("config reloaded", "file", file, "change", c)
+	}
+	if err != nil {
+		log.Error("config reload failed", "file", file, "err", err)
+		return
+	}
+	if len(changes) == 0 {
+		log.Info("config reloaded: nothing changed", "file", file)
+	}
 }
 
 // serve starts the API and metrics servers on the listeners given.

@@ -209,19 +209,28 @@ func linkType(l packet.Layer) layers.LinkType {
 	return layers.LinkTypeRaw
 }
 
+// How a capture ended, as the Softnet-End trailer says.
+const (
+	endCount   = "count"        // count packets were written
+	endClient  = "client"       // the client went away, or the switch stops
+	endRemoved = "port-removed" // the port was removed from the switch
+	endError   = "error"        // writing failed
+)
+
 // write streams the capture as pcap to w until count packets are
-// written or ctx ends, calling flush after each pass over the lanes. It
-// returns the packets written.
-func (c *capture) write(ctx context.Context, w io.Writer, flush func()) (int, error) {
+// written, ctx ends or present reports the port gone (checked every
+// tick), calling flush after each pass over the lanes. It returns the
+// packets written and why it ended.
+func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present func() bool) (int, string, error) {
 	pw := pcapgo.NewWriterNanos(w)
 	if err := pw.WriteFileHeader(uint32(c.opts.snaplen), linkType(c.opts.layer)); err != nil {
-		return 0, err
+		return 0, endError, err
 	}
 	flush()
 	written := 0
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for {
+	for gone := false; ; {
 		moved := 0
 		for i := range c.lanes {
 			l := &c.lanes[i]
@@ -234,23 +243,29 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func()) (int, er
 				err := pw.WritePacket(ci, l.slots[s][:ci.CaptureLength])
 				l.free.Enqueue(s)
 				if err != nil {
-					return written, err
+					return written, endError, err
 				}
 				written++
 				moved++
 				if c.opts.count > 0 && written == c.opts.count {
 					flush()
-					return written, nil
+					return written, endCount, nil
 				}
 			}
 		}
 		if moved > 0 {
 			flush()
 		}
+		if gone {
+			// The pass after the port went took what its last bursts
+			// left in the lanes.
+			return written, endRemoved, nil
+		}
 		select {
 		case <-ctx.Done():
-			return written, nil
+			return written, endClient, nil
 		case <-tick.C:
+			gone = !present()
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,17 +43,43 @@ func NewClient(socket string) *Client {
 
 // Get fetches path (e.g. "/v1/stats") into v.
 func (c *Client) Get(ctx context.Context, path string, v any) error {
-	resp, err := c.do(ctx, c.http, path)
+	return c.call(ctx, http.MethodGet, path, nil, v)
+}
+
+// Post sends body as JSON to path and decodes the answer into v (if not
+// nil).
+func (c *Client) Post(ctx context.Context, path string, body, v any) error {
+	return c.call(ctx, http.MethodPost, path, body, v)
+}
+
+// Delete deletes the resource at path (e.g. "/v1/ports/sn1").
+func (c *Client) Delete(ctx context.Context, path string) error {
+	return c.call(ctx, http.MethodDelete, path, nil, nil)
+}
+
+func (c *Client) call(ctx context.Context, method, path string, body, v any) error {
+	var in io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		in = bytes.NewReader(b)
+	}
+	resp, err := c.do(ctx, c.http, method, path, in)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("%s: %s: %w", c.socket, path, err)
+		return fmt.Errorf("%s: %s %s: %w", c.socket, method, path, err)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%s: %s: %w", c.socket, path, err)
+	if v == nil {
+		return nil
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("%s: %s %s: %w", c.socket, method, path, err)
 	}
 	return nil
 }
@@ -61,13 +88,16 @@ func (c *Client) Get(ctx context.Context, path string, v any) error {
 // caller reads and closes the body, and ends the stream by cancelling
 // ctx.
 func (c *Client) Stream(ctx context.Context, path string) (*http.Response, error) {
-	return c.do(ctx, c.stream, path)
+	return c.do(ctx, c.stream, http.MethodGet, path, nil)
 }
 
-func (c *Client) do(ctx context.Context, hc *http.Client, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://softnet"+path, nil)
+func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://softnet"+path, body)
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -76,7 +106,7 @@ func (c *Client) do(ctx context.Context, hc *http.Client, path string) (*http.Re
 		}
 		return nil, fmt.Errorf("%s: %w", c.socket, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		var e Error

@@ -56,7 +56,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for i, p := range st.Ports {
+	devices := map[string]vswitch.DeviceStats{}
+	for _, d := range st.Devices {
+		devices[d.Port] = d
+	}
+	for _, p := range st.Ports {
 		counter(mRxPackets, p.RxPackets, p.Name)
 		counter(mRxBytes, p.RxBytes, p.Name)
 		counter(mTxPackets, p.TxPackets, p.Name)
@@ -68,8 +72,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(mUp, up, p.Name)
 		drops := p.Drops
-		if i < len(st.Devices) {
-			d := st.Devices[i]
+		// Ports come and go: a device is its port's by name, not by
+		// position.
+		if d, ok := devices[p.Name]; ok {
 			for r := range drops {
 				drops[r] += d.RxDrops[r] + d.TxDrops[r]
 			}

@@ -9,12 +9,16 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"softnet.dev/engine"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/program"
+	"softnet.dev/tun"
 )
 
 // Limits that keep a misbehaving client from holding the server.
@@ -33,30 +37,68 @@ type Server struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	watching  bool         // a drop watch runs
-	capturing map[int]bool // ports with a capture running
+	watching  bool                 // a drop watch runs
+	capturing map[*tun.Device]bool // ports with a capture running
+}
+
+// endpoint is one method of one path of the API.
+type endpoint struct {
+	method, pattern string // as http.ServeMux takes them
+	handle          http.HandlerFunc
+}
+
+// allowed returns the Allow header of the resource at path, "" if no
+// endpoint has that path.
+func allowed(endpoints []endpoint, path string) string {
+	var ms []string
+	for _, e := range endpoints {
+		if matches(e.pattern, path) && !slices.Contains(ms, e.method) {
+			ms = append(ms, e.method)
+			if e.method == http.MethodGet {
+				ms = append(ms, http.MethodHead) // GET patterns answer HEAD
+			}
+		}
+	}
+	return strings.Join(ms, ", ")
+}
+
+// matches reports whether path matches pattern, whose last segment may
+// be a wildcard ({name}: one segment, {name...}: the rest).
+func matches(pattern, path string) bool {
+	base, wild, ok := strings.Cut(pattern, "{")
+	switch {
+	case !ok:
+		return path == pattern
+	case !strings.HasPrefix(path, base) || len(path) == len(base):
+		return false
+	}
+	return strings.HasSuffix(wild, "...}") || !strings.Contains(path[len(base):], "/")
 }
 
 // NewServer returns the API server of sw.
 func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
-	s := &Server{sw: sw, log: log, capturing: map[int]bool{}}
-	mux := http.NewServeMux()
-	resources := map[string]http.HandlerFunc{
-		"/v1/stats":    s.stats,
-		"/v1/ports":    s.ports,
-		"/v1/routes":   s.routes,
-		"/v1/services": s.services,
-		"/v1/config":   s.config,
-		"/v1/drops":    s.drops,
-		"/v1/capture":  s.capture,
+	s := &Server{sw: sw, log: log, capturing: map[*tun.Device]bool{}}
+	endpoints := []endpoint{
+		{"GET", "/v1/stats", s.stats},
+		{"GET", "/v1/ports", s.ports},
+		{"POST", "/v1/ports", s.addPort},
+		{"DELETE", "/v1/ports/{name}", s.removePort},
+		{"GET", "/v1/routes", s.routes},
+		{"POST", "/v1/routes", s.addRoute},
+		{"DELETE", "/v1/routes/{prefix...}", s.removeRoute},
+		{"GET", "/v1/services", s.services},
+		{"GET", "/v1/config", s.config},
+		{"GET", "/v1/drops", s.drops},
+		{"GET", "/v1/capture", s.capture},
 	}
-	for path, h := range resources {
-		mux.HandleFunc("GET "+path, h)
+	mux := http.NewServeMux()
+	for _, e := range endpoints {
+		mux.HandleFunc(e.method+" "+e.pattern, e.handle)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := resources[r.URL.Path]; ok {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": this version of the switch has its ports and routes fixed at start; the resource is read-only")
+		if allow := allowed(endpoints, r.URL.Path); allow != "" {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: the resource takes %s", r.Method, r.URL.Path, allow))
 			return
 		}
 		writeError(w, http.StatusNotFound, "no such resource: "+r.URL.Path)
@@ -137,20 +179,25 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) ports(w http.ResponseWriter, _ *http.Request) {
-	st := s.sw.Stats()
-	cfg := s.sw.Config()
+	st := s.sw.Engine().Stats()
 	out := []Port{}
-	for i, d := range s.sw.Devices() {
-		p := Port{Name: d.Info().Name, Spec: cfg.Ports[i].String(), Info: d.Info().String(), Created: d.Created()}
-		if pol, ok := s.sw.Policy(i); ok {
-			p.Allow, p.MACs, p.DHCPServer = pol.Allow.String(), program.FormatMACs(pol.MACs), pol.DHCPServer
-		}
-		if i < len(st.Ports) {
-			p.Down, p.Error = st.Ports[i].Down, st.Ports[i].Err
-		}
-		out = append(out, p)
+	for _, pv := range s.sw.Ports() {
+		out = append(out, portOf(pv, st))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// portOf is pv as GET /v1/ports shows it, with its state from st.
+func portOf(pv vswitch.PortView, st engine.Stats) Port {
+	d := pv.Device
+	p := Port{Name: d.Info().Name, Spec: pv.Spec.String(), Info: d.Info().String(), Created: d.Created(),
+		Allow: pv.Policy.Allow.String(), MACs: program.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer}
+	for _, ps := range st.Ports {
+		if ps.Index == pv.Index {
+			p.Down, p.Error = ps.Down, ps.Err
+		}
+	}
+	return p
 }
 
 func (s *Server) routes(w http.ResponseWriter, _ *http.Request) {
@@ -188,32 +235,32 @@ type DropEvent struct {
 	Lost       uint64    `json:"lost,omitempty"`
 }
 
-// claim marks a watch or a port's capture as running, or reports that
-// one already is.
-func (s *Server) claim(port int) bool {
+// claim marks a drop watch (dev nil) or a port's capture as running,
+// or reports that one already is.
+func (s *Server) claim(dev *tun.Device) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if port < 0 {
+	if dev == nil {
 		if s.watching {
 			return false
 		}
 		s.watching = true
 		return true
 	}
-	if s.capturing[port] {
+	if s.capturing[dev] {
 		return false
 	}
-	s.capturing[port] = true
+	s.capturing[dev] = true
 	return true
 }
 
-func (s *Server) release(port int) {
+func (s *Server) release(dev *tun.Device) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if port < 0 {
+	if dev == nil {
 		s.watching = false
 	} else {
-		delete(s.capturing, port)
+		delete(s.capturing, dev)
 	}
 }
 
@@ -245,11 +292,11 @@ func (s *Server) drops(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count int) {
-	if !s.claim(-1) {
+	if !s.claim(nil) {
 		writeError(w, http.StatusConflict, "a drop watch is already running")
 		return
 	}
-	defer s.release(-1)
+	defer s.release(nil)
 	eng := s.sw.Engine()
 	dw, err := newDropWatch(rate, len(eng.Stats().Workers))
 	if err != nil {
@@ -258,7 +305,6 @@ func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count 
 	}
 	eng.SetDropMonitor(dw)
 	defer eng.SetDropMonitor(nil)
-	infos := eng.Ports()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
@@ -272,6 +318,12 @@ func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count 
 	defer tick.Stop()
 	lastStatus := time.Now()
 	for {
+		// Read again each time: ports come and go, and a removed port's
+		// index goes to the next one added. A drop sampled just before a
+		// port was removed, and drained after another took its index,
+		// would be shown with the new port's name; the ports are read
+		// every tick (20 ms) to keep that window to one tick.
+		infos := eng.Ports()
 		for i := range dw.lanes {
 			for {
 				ev, ok := dw.lanes[i].events.Dequeue()
@@ -279,7 +331,7 @@ func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count 
 					break
 				}
 				out := DropEvent{Type: "drop", Time: ev.at, Worker: ev.worker, Reason: ev.reason.String(), Length: ev.length, Port: "-"}
-				if ev.port >= 0 && ev.port < len(infos) {
+				if ev.port >= 0 && ev.port < len(infos) && infos[ev.port].Name != "" {
 					out.Port = infos[ev.port].Name
 					out.Summary = Summary(ev.head[:ev.n], infos[ev.port].Layer, ev.length)
 				}
@@ -309,17 +361,18 @@ func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count 
 	}
 }
 
-// capture streams a port's packets as pcap.
+// capture streams a port's packets as pcap, until count packets, the
+// client goes away or the port is removed.
 func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	eng := s.sw.Engine()
-	idx, ok := eng.PortIndex(q.Get("port"))
+	pv, ok := s.portView(q.Get("port"))
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no port %q", q.Get("port")))
 		return
 	}
-	info := eng.Ports()[idx]
-	o := captureOptions{port: idx, layer: info.Layer}
+	info := pv.Device.Info()
+	o := captureOptions{port: pv.Index, layer: info.Layer}
 	switch q.Get("dir") {
 	case "", "both":
 		o.rx, o.tx = true, true
@@ -341,32 +394,54 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !s.claim(idx) {
+	if !s.claim(pv.Device) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("port %s: a capture is already running", info.Name))
 		return
 	}
-	defer s.release(idx)
+	defer s.release(pv.Device)
 	c, err := newCapture(o, len(eng.Stats().Workers))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if err := eng.SetTap(idx, c); err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+	// The port is the one looked up as long as the switch runs that
+	// device at that index: a port removed and added again under the
+	// same name is another port.
+	present := func() bool {
+		cur, ok := s.portView(info.Name)
+		return ok && cur.Device == pv.Device && cur.Index == pv.Index
+	}
+	if err := eng.SetTap(pv.Index, c); err != nil || !present() {
+		// Removed since the look-up; the tap, if set on a port that took
+		// the index since, comes off again.
+		eng.ClearTap(pv.Index, c)
+		writeError(w, http.StatusNotFound, fmt.Sprintf("port %s: removed", info.Name))
 		return
 	}
 	w.Header().Set("Content-Type", "application/vnd.tcpdump.pcap")
-	w.Header().Set("Trailer", "Softnet-Captured, Softnet-Lost")
+	w.Header().Set("Trailer", "Softnet-Captured, Softnet-Lost, Softnet-End")
 	w.WriteHeader(http.StatusOK)
 	flush := func() {}
 	if f, ok := w.(http.Flusher); ok {
 		flush = f.Flush
 	}
-	n, err := c.write(r.Context(), w, flush)
-	_ = eng.SetTap(idx, nil)
+	n, end, err := c.write(r.Context(), w, flush, present)
+	// Only its own: the index may be another port's by now.
+	eng.ClearTap(pv.Index, c)
 	w.Header().Set("Softnet-Captured", strconv.Itoa(n))
 	w.Header().Set("Softnet-Lost", strconv.FormatUint(c.lost(), 10))
-	s.log.Info("capture ended", "port", info.Name, "captured", n, "lost", c.lost(), "err", err)
+	w.Header().Set("Softnet-End", end)
+	s.log.Info("capture ended", "port", info.Name, "captured", n, "lost", c.lost(), "end", end, "err", err)
+}
+
+// portView returns the switch's port of that name.
+func (s *Server) portView(name string) (vswitch.PortView, bool) {
+	for _, pv := range s.sw.Ports() {
+		if pv.Spec.Name == name {
+			return pv, true
+		}
+	}
+	return vswitch.PortView{}, false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -29,6 +29,9 @@ func (p *Published) Publish(vals []uint64) {
 	}
 }
 
+// Len returns the number of counters.
+func (p *Published) Len() int { return len(p.pub) }
+
 // Load returns counter i as last published. Safe from any goroutine.
 func (p *Published) Load(i int) uint64 { return p.pub[i].Load() }
 

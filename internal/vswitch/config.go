@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -305,9 +306,6 @@ func (cfg *Config) Validate() error {
 	if cfg.Workers < 1 || cfg.Workers > MaxWorkers {
 		return fmt.Errorf("workers %d: want 1 to %d", cfg.Workers, MaxWorkers)
 	}
-	if len(cfg.Ports) < 2 {
-		return fmt.Errorf("%d ports: a switch needs at least two", len(cfg.Ports))
-	}
 	names := map[string]bool{}
 	tap, tun := 0, 0
 	for _, p := range cfg.Ports {
@@ -356,6 +354,16 @@ func (cfg *Config) Validate() error {
 		seen[sv.Addr] = true
 	}
 	return nil
+}
+
+// clone returns a copy of cfg whose lists can change without changing
+// cfg's.
+func (cfg Config) clone() Config {
+	cfg.Ports = slices.Clone(cfg.Ports)
+	cfg.Routes = slices.Clone(cfg.Routes)
+	cfg.Services = slices.Clone(cfg.Services)
+	cfg.Filters = slices.Clone(cfg.Filters)
+	return cfg
 }
 
 // Text returns cfg in configuration-file syntax (see Directives), which

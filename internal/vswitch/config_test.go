@@ -153,7 +153,6 @@ func TestValidate(t *testing.T) {
 		return p
 	}
 	for name, cfg := range map[string]Config{
-		"one port":        {Ports: []PortSpec{port("tun:a")}},
 		"mixed":           {Ports: []PortSpec{port("tun:a"), port("tap:b")}},
 		"duplicate":       {Ports: []PortSpec{port("tun:a,netns=x"), port("tun:a,netns=y")}},
 		"route to nobody": {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Routes: []RouteSpec{{Port: "c"}}},

@@ -57,9 +57,15 @@ type Plan struct {
 	// consumers, pollers and the logger.
 	Engine  engine.Config
 	DeferTX bool
-	TAP     bool            // bridge TAP ports rather than route TUN ports
-	Routes  []program.Route // by index in Devices; services route to len(Devices)
-	Filters []program.Rule
+	TAP     bool // bridge TAP ports rather than route TUN ports
+	// Live is a switch that starts with fewer than two ports and gets
+	// the rest while it runs: it has both the bridge and the forwarder,
+	// and the first port added decides which one works.
+	Live bool
+	// PoolQueues is the number of RX queues the pool is sized for.
+	PoolQueues int
+	Routes     []program.Route // by index in Devices; services route to len(Devices)
+	Filters    []program.Rule
 	// Policies are the guests' port security, by index in Devices; the
 	// services' port, the switch's own, has none.
 	Policies map[int]program.PortPolicy
@@ -75,7 +81,6 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		// per thread, and a thread's caches stay warm.
 		Engine:  engine.Config{Workers: cfg.Workers, Batch: t.Batch, LockOSThread: true, BusyPoll: max(t.BusyPoll, 0)},
 		DeferTX: t.DeferTX,
-		TAP:     cfg.Ports[0].TAP,
 		Filters: cfg.Filters,
 	}
 	if p.Engine.Batch == 0 {
@@ -84,22 +89,22 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	if t.BusyPoll == 0 {
 		p.Engine.BusyPoll = DefaultBusyPoll
 	}
+	if len(cfg.Ports) > 0 {
+		p.TAP = cfg.Ports[0].TAP
+	}
+	p.Live = len(cfg.Ports) < 2
 	queues := 0
 	for _, spec := range cfg.Ports {
-		q := spec.Queues
-		if q == 0 {
-			q = cfg.Workers
-		}
-		dc := spec.device(q)
-		if t.IO != tun.IOAuto {
-			dc.IO = t.IO
-		}
-		if t.SingleGets {
-			knob.TUNSingleGets(&dc)
-		}
+		dc := t.device(spec, cfg.Workers)
 		p.Devices = append(p.Devices, dc)
-		queues += q
+		queues += dc.Queues
 	}
+	if p.Live {
+		// Its ports are still to come (the control API): room for a
+		// few.
+		queues = max(queues, liveQueues*cfg.Workers)
+	}
+	p.PoolQueues = queues
 	p.Pool = buffer.Config{Classes: PoolClasses(queues)}
 	if t.PoolUncached {
 		knob.PoolUncached(&p.Pool)
@@ -118,6 +123,27 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		p.Policies[i] = portPolicy(i, spec, cfg.Routes)
 	}
 	return p, nil
+}
+
+// liveQueues is how many RX queues per worker the pool of a switch that
+// starts with fewer than two ports is sized for.
+const liveQueues = 8
+
+// device is the TUN/TAP device a port of spec opens in a switch with
+// workers workers, as t says.
+func (t Tuning) device(spec PortSpec, workers int) tun.Config {
+	q := spec.Queues
+	if q == 0 {
+		q = workers
+	}
+	dc := spec.device(q)
+	if t.IO != tun.IOAuto {
+		dc.IO = t.IO
+	}
+	if t.SingleGets {
+		knob.TUNSingleGets(&dc)
+	}
+	return dc
 }
 
 // portPolicy is port i's security policy: its explicit allow= or, by
@@ -152,21 +178,34 @@ func PoolClasses(queues int) []buffer.ClassConfig {
 }
 
 // Switch is an opened switch: its devices exist and its engine is built.
+// Its ports and routes change while it runs (AddPort, RemovePort,
+// AddRoute, RemoveRoute, Apply).
 type Switch struct {
-	cfg     Config
-	plan    Plan
-	log     *slog.Logger
-	pool    *buffer.Pool
-	devices []*tun.Device
-	kernel0 []tun.KernelStats // the devices' kernel counters at open
-	ports   []port.Port       // the devices, or their txthread wrappers
-	engine  *engine.Engine
-	table   *endpoint.Table // the services' endpoints, nil without services
-	svcs    []*service
-	chain   chain
+	plan   Plan
+	tuning Tuning
+	log    *slog.Logger
+	pool   *buffer.Pool
+	engine *engine.Engine
+	table  *endpoint.Table // the services' endpoints, nil without services
+	svcs   []*service
+	chain  chain
+
+	// mu serializes changes and guards what they change.
+	mu    sync.Mutex
+	cfg   Config      // what runs now
+	ports []*livePort // in cfg.Ports order
 
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
+}
+
+// livePort is one of the switch's ports.
+type livePort struct {
+	spec    PortSpec
+	dev     *tun.Device
+	port    port.Port       // dev, or its txthread wrapper
+	index   int             // the engine's
+	kernel0 tun.KernelStats // the device's kernel counters at open
 }
 
 // chain is the switch's own programs.
@@ -177,12 +216,16 @@ type chain struct {
 	bridge *program.Bridge      // for TAP ports
 }
 
-// ager is the forwarder or bridge, whose tables age.
-func (c *chain) ager() interface{ Age(now int64) } {
+// agers are the forwarder and the bridge, whose tables age.
+func (c *chain) agers() []interface{ Age(now int64) } {
+	var out []interface{ Age(now int64) }
 	if c.bridge != nil {
-		return c.bridge
+		out = append(out, c.bridge)
 	}
-	return c.fwd
+	if c.fwd != nil {
+		out = append(out, c.fwd)
+	}
+	return out
 }
 
 // Open creates or attaches every device, sizes the buffer pool and builds
@@ -197,7 +240,8 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sw := &Switch{cfg: cfg, plan: plan, log: log}
+	cfg.Workers = plan.Engine.Workers // the default worked out
+	sw := &Switch{cfg: cfg, plan: plan, tuning: t, log: log}
 	if err := sw.open(); err != nil {
 		return nil, errors.Join(err, sw.abandon())
 	}
@@ -205,43 +249,17 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 }
 
 func (sw *Switch) open() error {
-	for i, dc := range sw.plan.Devices {
-		dc.Log = sw.log // link down and up, MTU changes
-		d, err := tun.Open(dc)
-		if err != nil {
-			return fmt.Errorf("port %s: %w", sw.cfg.Ports[i], err)
-		}
-		sw.devices = append(sw.devices, d)
-		// The report counts from here: an existing device's counters
-		// include what happened before the switch.
-		k0, err := d.KernelStats()
-		if err != nil {
-			sw.log.Warn("port kernel counters", "port", d.Info().Name, "err", err)
-		}
-		sw.kernel0 = append(sw.kernel0, k0)
-		how := "attached to existing"
-		if d.Created() {
-			how = "created"
-		}
-		io, why := d.IO()
-		attrs := []any{"spec", sw.cfg.Ports[i].String(), "device", how, "info", d.Info().String(), "io", io.String()}
-		if why != nil {
-			attrs = append(attrs, "io_fallback", why.Error())
-		}
-		sw.log.Info("port", attrs...)
-	}
 	var err error
 	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
 		return err
 	}
-	for _, d := range sw.devices {
-		var pt port.Port = d
-		if sw.plan.DeferTX {
-			if pt, err = txthread.Wrap(d, sw.pool); err != nil {
-				return err
-			}
+	for i, dc := range sw.plan.Devices {
+		lp, err := sw.openPort(sw.cfg.Ports[i], dc)
+		if err != nil {
+			return err
 		}
-		sw.ports = append(sw.ports, pt)
+		lp.index = i
+		sw.ports = append(sw.ports, lp)
 	}
 	ecfg := sw.plan.Engine
 	ecfg.Pool, ecfg.Log = sw.pool, sw.log
@@ -249,9 +267,7 @@ func (sw *Switch) open() error {
 		return err
 	}
 	for i, pol := range sw.plan.Policies {
-		if !pol.Allow.Any && len(pol.Allow.Prefixes) == 0 {
-			sw.log.Warn("port may send from no address: no route to it and no allow=; every packet from it is dropped with IP_RPFILTER", "port", sw.cfg.Ports[i].Name)
-		}
+		sw.warnNoSources(sw.cfg.Ports[i].Name, pol)
 	}
 	// Port security goes first, before the services' table too: nothing
 	// a guest sends as someone else is delivered, filtered or learned.
@@ -267,15 +283,60 @@ func (sw *Switch) open() error {
 		ecfg.Pollers = []engine.Poller{sw.table}
 	}
 	ecfg.Programs = append(ecfg.Programs, sw.chain.programs()...)
-	ports := sw.ports
+	var ports []port.Port
+	for _, lp := range sw.ports {
+		ports = append(ports, lp.port)
+	}
 	if sw.table != nil {
-		ports = append(ports[:len(ports):len(ports)], sw.table)
+		ports = append(ports, sw.table)
 	}
 	if sw.engine, err = engine.New(ecfg, ports...); err != nil {
 		return err
 	}
 	sw.log.Info("switch ready", "workers", ecfg.Workers, "programs", programNames(ecfg.Programs), "pool", fmt.Sprintf("%d buffers", sw.pool.Stats().Capacity))
 	return nil
+}
+
+// openPort opens the device of spec, as dc says, and logs what it got.
+func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
+	dc.Log = sw.log // link down and up, MTU changes
+	d, err := tun.Open(dc)
+	if err != nil {
+		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
+	}
+	lp := &livePort{spec: spec, dev: d, port: d}
+	// The report counts from here: an existing device's counters
+	// include what happened before the switch.
+	if lp.kernel0, err = d.KernelStats(); err != nil {
+		sw.log.Warn("port kernel counters", "port", d.Info().Name, "err", err)
+	}
+	if sw.plan.DeferTX {
+		if lp.port, err = txthread.Wrap(d, sw.pool); err != nil {
+			return nil, errors.Join(fmt.Errorf("port %s: %w", spec, err), d.Close(nil))
+		}
+	}
+	how := "attached to existing"
+	if d.Created() {
+		how = "created"
+	}
+	io, why := d.IO()
+	attrs := []any{"spec", spec.String(), "device", how, "info", d.Info().String(), "io", io.String()}
+	if why != nil {
+		attrs = append(attrs, "io_fallback", why.Error())
+	}
+	sw.log.Info("port", attrs...)
+	return lp, nil
+}
+
+// deviceError is tun.Open's error, which is ErrDevice too.
+type deviceError struct{ error }
+
+func (e deviceError) Unwrap() []error { return []error{e.error, ErrDevice} }
+
+func (sw *Switch) warnNoSources(name string, pol program.PortPolicy) {
+	if !pol.Allow.Any && len(pol.Allow.Prefixes) == 0 {
+		sw.log.Warn("port may send from no address: no route to it and no allow=; every packet from it is dropped with IP_RPFILTER", "port", name)
+	}
 }
 
 // abandon closes what a failed open made. No worker ever ran, so nothing
@@ -285,11 +346,8 @@ func (sw *Switch) abandon() error {
 	if sw.engine != nil {
 		errs = append(errs, sw.engine.Close()) // closes every port
 	} else {
-		for _, pt := range sw.ports {
-			errs = append(errs, pt.Close(nil))
-		}
-		for _, d := range sw.devices[len(sw.ports):] {
-			errs = append(errs, d.Close(nil))
+		for _, lp := range sw.ports {
+			errs = append(errs, lp.port.Close(nil))
 		}
 		if sw.table != nil {
 			errs = append(errs, sw.table.Close(nil))
@@ -326,7 +384,8 @@ func (sw *Switch) openServices() error {
 // policies, the filter if there are rules, then the learning bridge for
 // TAP ports (each port's share of the table bounded) or the L3 forwarder
 // with the routes for TUN ports (unknown destinations dropped with
-// NO_ROUTE, TTL decremented, learning only what the policies allow).
+// NO_ROUTE, TTL decremented, learning only what the policies allow); a
+// live switch gets both, since its first port decides.
 func (p *Plan) newChain(log *slog.Logger) (chain, error) {
 	var c chain
 	var err error
@@ -338,13 +397,18 @@ func (p *Plan) newChain(log *slog.Logger) (chain, error) {
 			return c, err
 		}
 	}
-	if p.TAP {
-		c.bridge = program.NewBridge(program.BridgeConfig{MaxPerPort: program.DefaultMaxEntries / max(len(p.Devices), 1)})
-		return c, nil
+	if p.TAP || p.Live {
+		c.bridge = program.NewBridge(program.BridgeConfig{MaxPerPort: bridgeShare(len(p.Devices))})
 	}
-	c.fwd, err = program.NewL3Forwarder(program.L3Config{Routes: p.Routes, Unknown: program.DropUnknown, DecrementTTL: true, Policy: c.sec, Log: log})
+	if !p.TAP {
+		c.fwd, err = program.NewL3Forwarder(program.L3Config{Routes: p.Routes, Unknown: program.DropUnknown, DecrementTTL: true, Policy: c.sec, Log: log})
+	}
 	return c, err
 }
+
+// bridgeShare is each port's share of the bridge's table with ports
+// ports.
+func bridgeShare(ports int) int { return program.DefaultMaxEntries / max(ports, 1) }
 
 // programs returns the chain after port security, in order.
 func (c *chain) programs() []program.Program {
@@ -353,9 +417,12 @@ func (c *chain) programs() []program.Program {
 		progs = append(progs, c.filter)
 	}
 	if c.bridge != nil {
-		return append(progs, c.bridge)
+		progs = append(progs, c.bridge)
 	}
-	return append(progs, c.fwd)
+	if c.fwd != nil {
+		progs = append(progs, c.fwd)
+	}
+	return progs
 }
 
 func programNames(progs []program.Program) []string {
@@ -372,8 +439,17 @@ func (sw *Switch) Engine() *engine.Engine { return sw.engine }
 // Pool returns the switch's buffer pool.
 func (sw *Switch) Pool() *buffer.Pool { return sw.pool }
 
-// Devices returns the switch's TUN/TAP devices, in the order of its ports.
-func (sw *Switch) Devices() []*tun.Device { return sw.devices }
+// Devices returns the switch's TUN/TAP devices now, in the order of its
+// ports.
+func (sw *Switch) Devices() []*tun.Device {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	out := make([]*tun.Device, len(sw.ports))
+	for i, lp := range sw.ports {
+		out[i] = lp.dev
+	}
+	return out
+}
 
 // Start starts the workers and the services.
 func (sw *Switch) Start() error {
@@ -403,14 +479,24 @@ func (sw *Switch) age(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			sw.chain.ager().Age(sw.engine.Now())
+			for _, a := range sw.chain.agers() {
+				a.Age(sw.engine.Now())
+			}
 		}
 	}
 }
 
-// Policy returns the port security of port i (in Config.Ports), with
-// its defaults worked out.
-func (sw *Switch) Policy(i int) (program.PortPolicy, bool) { return sw.chain.sec.Policy(i) }
+// Policy returns the port security of the named port, with its
+// defaults worked out.
+func (sw *Switch) Policy(name string) (program.PortPolicy, bool) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	i := sw.cfg.portIndex(name)
+	if i < 0 {
+		return program.PortPolicy{}, false
+	}
+	return sw.chain.sec.Policy(sw.ports[i].index)
+}
 
 // Learning returns the forwarder's learning counters, or nil for TAP
 // ports.
@@ -472,9 +558,12 @@ func (sw *Switch) Close() (*Report, error) {
 // the end, without the leak check. It may be called at any time between
 // Open and Close, from any goroutine.
 func (sw *Switch) Stats() *Report {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
 	rep := newReport(sw.engine.Stats())
 	rep.Learning, rep.Bridge = sw.Learning(), sw.BridgeStats()
-	for i, d := range sw.devices {
+	for _, lp := range sw.ports {
+		d := lp.dev
 		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
 		// A device's queue loses packets before softnet can count them:
 		// only the kernel's counters show those. Read while the device
@@ -482,7 +571,7 @@ func (sw *Switch) Stats() *Report {
 		if k, err := d.KernelStats(); err != nil {
 			ds.KernelErr = err.Error()
 		} else {
-			k = k.Sub(sw.kernel0[i])
+			k = k.Sub(lp.kernel0)
 			ds.Kernel = &k
 		}
 		rep.Devices = append(rep.Devices, ds)
@@ -493,5 +582,9 @@ func (sw *Switch) Stats() *Report {
 	return rep
 }
 
-// Config returns the configuration the switch runs.
-func (sw *Switch) Config() Config { return sw.cfg }
+// Config returns the configuration the switch runs now.
+func (sw *Switch) Config() Config {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.cfg.clone()
+}

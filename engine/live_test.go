@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"softnet.dev/buffer"
+	"softnet.dev/memport"
+	"softnet.dev/packet"
+	"softnet.dev/program"
+)
+
+// Ports are added and removed, again and again, while two workers move a
+// counted stream between two others: the stream loses nothing and stays
+// in order, every added port is polled until it is removed and not
+// after, indexes are reused with fresh counters, and every buffer comes
+// home.
+func TestHotPortsLeaveOthersAlone(t *testing.T) {
+	const perQueue = 200_000
+	pool, err := buffer.NewPool(buffer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := memport.NewGenerator("gen", memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 4, Count: perQueue, Bulk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, err := memport.NewSink("keep", memport.SinkConfig{Layer: packet.L3, Queues: 2, Validate: memport.ValidateLight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// to[i] is where packets arriving on port i go; the stream's first.
+	var to [16]atomic.Int32
+	to[0].Store(1)
+	route := program.Func{ProgramName: "route", F: func(b *program.Batch) {
+		dst := int(to[b.Ingress].Load())
+		for i := range b.Bufs {
+			b.Verdicts[i] = program.RedirectVerdict(dst)
+		}
+	}}
+	e, err := New(Config{Pool: pool, Workers: 2, Programs: []program.Program{route}}, gen, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		g, err := memport.NewGenerator(fmt.Sprint("g", round), memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 2, Bulk: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := memport.NewSink(fmt.Sprint("s", round), memport.SinkConfig{Layer: packet.L3, Queues: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		si, err := e.AddPort(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if si != 2 {
+			t.Fatalf("round %d: sink added at index %d, want the free index 2", round, si)
+		}
+		to[3].Store(int32(si))
+		gi, err := e.AddPort(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gi != 3 {
+			t.Fatalf("round %d: generator added at index %d, want 3", round, gi)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for s.Stats().Packets < 1000 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := s.Stats().Packets; got < 1000 {
+			t.Fatalf("round %d: the added ports moved %d packets", round, got)
+		}
+		// Stopped, the workers have published every counter.
+		e.Stop()
+		st := e.Stats()
+		if len(st.Ports) != 4 || st.Ports[3].Name != g.Info().Name || st.Ports[3].RxPackets != g.Stats().Packets || st.Ports[2].TxPackets != s.Stats().Packets {
+			t.Fatalf("round %d: counters of the reused index: %+v (generator made %d)", round, st.Ports, g.Stats().Packets)
+		}
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.RemovePort(gi); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.RemovePort(si); err != nil {
+			t.Fatal(err)
+		}
+		made := g.Stats().Packets
+		time.Sleep(time.Millisecond)
+		if g.Stats().Packets != made {
+			t.Fatalf("round %d: a removed generator is still polled", round)
+		}
+		if err := e.RemovePort(si); !errors.Is(err, ErrNoPort) {
+			t.Fatalf("removing a removed port: %v", err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for keep.Stats().Packets < 2*perQueue && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if ks := keep.Stats(); ks.Packets != 2*perQueue || ks.Lost != 0 || ks.Reordered != 0 || ks.Bad != 0 {
+		t.Errorf("the stream between the ports that stayed: %+v, want %d packets in order", ks, 2*perQueue)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatalf("leak check: %v", err)
+	}
+}
+
+// A port is added to an engine that has none, before and after Start;
+// the checks New makes are made again.
+func TestAddPortToEmptyEngine(t *testing.T) {
+	pool, err := buffer.NewPool(buffer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := program.Func{ProgramName: "to-1", F: func(b *program.Batch) {
+		for i := range b.Bufs {
+			b.Verdicts[i] = program.RedirectVerdict(1)
+		}
+	}}
+	e, err := New(Config{Pool: pool, Workers: 2, Programs: []program.Program{fwd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, _ := memport.NewGenerator("gen", memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 2, Count: 1000})
+	oneQueue, _ := memport.NewSink("narrow", memport.SinkConfig{Layer: packet.L3})
+	sink, _ := memport.NewSink("sink", memport.SinkConfig{Layer: packet.L3, Queues: 2})
+	if _, err := e.AddPort(gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.AddPort(oneQueue); err == nil {
+		t.Error("a port with one TX queue was added to two workers")
+	}
+	if _, err := e.AddPort(gen); err == nil {
+		t.Error("a second port named gen was added")
+	}
+	if _, err := e.AddPort(sink); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sink.Stats().Packets < 2000 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	e.Stop()
+	// What the generator made before the sink existed was dropped.
+	st := e.Stats()
+	in, out := st.Ports[0], st.Ports[1]
+	if in.RxPackets != 2000 || out.TxPackets != sink.Stats().Packets || out.TxPackets+in.Drops.Total() != 2000 || out.TxPackets == 0 {
+		t.Errorf("stats %+v, sink %+v", st.Ports, sink.Stats())
+	}
+	if err := e.RemovePort(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatalf("leak check: %v", err)
+	}
+}

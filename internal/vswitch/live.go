@@ -1,0 +1,358 @@
+package vswitch
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"softnet.dev/program"
+	"softnet.dev/tun"
+)
+
+// Errors of the changes a running switch refuses, for callers that map
+// them (the control API to HTTP statuses). Each comes wrapped in a
+// message that says what was refused.
+var (
+	ErrInvalid  = errors.New("invalid")        // the change would make an invalid configuration
+	ErrNotFound = errors.New("not found")      // no such port or route
+	ErrExists   = errors.New("already exists") // a port of that name, a route to that prefix
+	ErrRestart  = errors.New("needs a restart")
+	// ErrDevice is a well-formed port whose device cannot be opened: no
+	// such namespace, a device of another kind, busy, no permission.
+	ErrDevice = errors.New("device cannot be opened")
+)
+
+// AddPort opens the device of spec and adds it to the running switch,
+// with the port security its options (or the routes to it) give it
+// before its first packet. Traffic between the other ports goes on.
+func (sw *Switch) AddPort(spec PortSpec) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	next, err := sw.withPort(spec)
+	if err != nil {
+		return err
+	}
+	lp, err := sw.openPort(spec, sw.tuning.device(spec, sw.cfg.Workers))
+	if err != nil {
+		return err
+	}
+	return sw.addPort(next, lp, next.Routes)
+}
+
+// withPort returns the configuration with spec added, if valid.
+func (sw *Switch) withPort(spec PortSpec) (Config, error) {
+	if sw.cfg.portIndex(spec.Name) >= 0 {
+		return Config{}, fmt.Errorf("port %s: %w: a port named %s", spec, ErrExists, spec.Name)
+	}
+	next := sw.cfg.clone()
+	next.Ports = append(next.Ports, spec)
+	if err := next.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if spec.TAP && sw.chain.bridge == nil || !spec.TAP && sw.chain.fwd == nil {
+		return Config{}, fmt.Errorf("port %s: %w: this switch started with ports of the other kind; one that starts with none takes either", spec, ErrRestart)
+	}
+	return next, nil
+}
+
+// addPort adds lp, whose device is open, making next the configuration.
+// Its default sources are the prefixes routes route to it: next's, or
+// (Apply) those of the configuration being applied, whose routes follow.
+func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
+	spec := lp.spec
+	// The policy first, at the index the port will get: its first
+	// packet is checked.
+	lp.index = sw.engine.FreeIndex()
+	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, spec, routes)); err != nil {
+		return errors.Join(fmt.Errorf("port %s: %w", spec, err), lp.port.Close(nil))
+	}
+	if i, err := sw.engine.AddPort(lp.port); err != nil || i != lp.index {
+		sw.chain.sec.RemovePolicy(lp.index)
+		if err == nil {
+			// Only the switch adds ports to its engine, under sw.mu.
+			panic(fmt.Sprintf("vswitch: engine gave index %d, FreeIndex said %d", i, lp.index))
+		}
+		return errors.Join(fmt.Errorf("port %s: %w", spec, err), lp.port.Close(nil))
+	}
+	sw.cfg, sw.ports = next, append(sw.ports, lp)
+	pol, _ := sw.chain.sec.Policy(lp.index)
+	sw.warnNoSources(spec.Name, pol)
+	sw.resizeShares()
+	sw.warnPoolSize()
+	sw.log.Info("port added", "port", spec.Name, "index", lp.index)
+	return nil
+}
+
+// RemovePort removes the named port while the switch runs: its routes go
+// with it (as the kernel's go with a deleted device), the workers give
+// up its queues, what it held comes home and its device is closed
+// (removed, if the switch created it). What was learned on it is
+// forgotten.
+func (sw *Switch) RemovePort(name string) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.removePort(name)
+}
+
+func (sw *Switch) removePort(name string) error {
+	i := sw.cfg.portIndex(name)
+	if i < 0 {
+		return fmt.Errorf("port %s: %w", name, ErrNotFound)
+	}
+	for _, rt := range slices.Clone(sw.cfg.Routes) {
+		if rt.Port == name {
+			if err := sw.removeRoute(rt.Prefix); err != nil {
+				return err
+			}
+		}
+	}
+	lp := sw.ports[i]
+	if err := sw.engine.RemovePort(lp.index); err != nil {
+		return fmt.Errorf("port %s: %w", name, err)
+	}
+	sw.chain.sec.RemovePolicy(lp.index)
+	if sw.chain.fwd != nil {
+		sw.chain.fwd.ForgetPort(lp.index)
+	}
+	if sw.chain.bridge != nil {
+		sw.chain.bridge.ForgetPort(lp.index)
+	}
+	sw.cfg.Ports = slices.Delete(sw.cfg.Ports, i, i+1)
+	sw.ports = slices.Delete(sw.ports, i, i+1)
+	sw.resizeShares()
+	sw.log.Info("port removed", "port", name)
+	return nil
+}
+
+// AddRoute routes rt.Prefix to the TUN port rt.Port. A port whose
+// sources are its routes (no allow=) may then send from the prefix too.
+func (sw *Switch) AddRoute(rt RouteSpec) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.addRoute(rt)
+}
+
+func (sw *Switch) addRoute(rt RouteSpec) error {
+	if sw.cfg.portIndex(rt.Port) < 0 {
+		return fmt.Errorf("route %s: %w: no port %s", rt, ErrNotFound, rt.Port)
+	}
+	if sw.routeIndex(rt.Prefix) >= 0 {
+		return fmt.Errorf("route %s: %w: a route to %s", rt, ErrExists, rt.Prefix)
+	}
+	next := sw.cfg.clone()
+	next.Routes = append(next.Routes, rt)
+	if err := next.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+	// The policy before the route: the guest's replies from the prefix
+	// must not be dropped as spoofed.
+	if err := sw.setPolicy(lp, next.Routes); err != nil {
+		return err
+	}
+	if err := sw.chain.fwd.AddRoute(program.Route{Prefix: rt.Prefix, Port: lp.index}); err != nil {
+		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes))
+	}
+	sw.cfg = next
+	sw.log.Info("route added", "route", rt.String())
+	return nil
+}
+
+// RemoveRoute removes the route to prefix.
+func (sw *Switch) RemoveRoute(prefix netip.Prefix) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.removeRoute(prefix)
+}
+
+func (sw *Switch) removeRoute(prefix netip.Prefix) error {
+	i := sw.routeIndex(prefix)
+	if i < 0 {
+		return fmt.Errorf("route %s: %w", prefix, ErrNotFound)
+	}
+	rt := sw.cfg.Routes[i]
+	if err := sw.chain.fwd.RemoveRoute(rt.Prefix); err != nil {
+		return fmt.Errorf("route %s: %w", rt, err)
+	}
+	sw.cfg.Routes = slices.Delete(sw.cfg.Routes, i, i+1)
+	if err := sw.setPolicy(sw.ports[sw.cfg.portIndex(rt.Port)], sw.cfg.Routes); err != nil {
+		return err
+	}
+	sw.log.Info("route removed", "route", rt.String())
+	return nil
+}
+
+func (sw *Switch) routeIndex(prefix netip.Prefix) int {
+	return slices.IndexFunc(sw.cfg.Routes, func(r RouteSpec) bool { return r.Prefix == prefix })
+}
+
+// setPolicy gives lp the policy its spec and routes make.
+func (sw *Switch) setPolicy(lp *livePort, routes []RouteSpec) error {
+	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, lp.spec, routes)); err != nil {
+		return fmt.Errorf("port %s: %w", lp.spec.Name, err)
+	}
+	return nil
+}
+
+// resizeShares gives each port its share of the bridge's table.
+func (sw *Switch) resizeShares() {
+	if sw.chain.bridge != nil {
+		sw.chain.bridge.SetMaxPerPort(bridgeShare(len(sw.ports)))
+	}
+}
+
+// warnPoolSize says when the ports have more RX queues than the pool
+// was sized for: bursts of large packets may then find it empty.
+func (sw *Switch) warnPoolSize() {
+	queues := 0
+	for _, lp := range sw.ports {
+		queues += lp.dev.Info().Queues
+	}
+	if queues > sw.plan.PoolQueues {
+		sw.log.Warn("the ports have more RX queues than the buffer pool was sized for; under load, packets may be dropped with NOMEM", "queues", queues, "pool_sized_for", sw.plan.PoolQueues)
+	}
+}
+
+// Apply changes the running switch into cfg (a configuration file read
+// again, on SIGHUP): ports and routes that are gone are removed, new
+// ones added, and a port whose spec changed is removed and added again.
+// It returns what it changed, one line each. An invalid cfg, or one that
+// differs in what cannot change live (workers, services, filters),
+// changes nothing. New ports' devices are opened before anything is
+// removed, so a device that cannot be opened changes nothing either;
+// only an error after that (re-adding a changed port) leaves the switch
+// part-way, with the returned lines saying how far it got.
+func (sw *Switch) Apply(cfg Config) ([]string, error) {
+	if cfg.Workers == 0 {
+		cfg.Workers = 1
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	cur := sw.cfg
+	var fixed []string
+	if cfg.Workers != cur.Workers {
+		fixed = append(fixed, fmt.Sprintf("workers %d → %d", cur.Workers, cfg.Workers))
+	}
+	if !slices.EqualFunc(cfg.Services, cur.Services, func(a, b ServiceSpec) bool { return a.String() == b.String() }) {
+		fixed = append(fixed, "services")
+	}
+	if !slices.EqualFunc(cfg.Filters, cur.Filters, func(a, b program.Rule) bool { return a.String() == b.String() }) {
+		fixed = append(fixed, "filters")
+	}
+	if len(fixed) > 0 {
+		return nil, fmt.Errorf("%s changed: %w; nothing was changed", strings.Join(fixed, ", "), ErrRestart)
+	}
+	specOf := func(c Config, name string) (string, bool) {
+		if i := c.portIndex(name); i >= 0 {
+			return c.Ports[i].String(), true
+		}
+		return "", false
+	}
+	var gone, changed []string
+	for _, p := range cur.Ports {
+		if s, ok := specOf(cfg, p.Name); !ok {
+			gone = append(gone, p.Name)
+		} else if s != p.String() {
+			changed = append(changed, p.Name)
+		}
+	}
+	var added []PortSpec
+	for _, p := range cfg.Ports {
+		if _, ok := specOf(cur, p.Name); !ok {
+			added = append(added, p)
+		}
+	}
+	routeTo := func(c Config, r RouteSpec) bool {
+		return slices.ContainsFunc(c.Routes, func(o RouteSpec) bool { return o.Prefix == r.Prefix && o.Port == r.Port })
+	}
+	// Open what is new before anything goes.
+	opened := map[string]*livePort{}
+	closeOpened := func() {
+		for _, lp := range opened {
+			_ = lp.port.Close(nil)
+		}
+	}
+	for _, p := range added {
+		lp, err := sw.openPort(p, sw.tuning.device(p, cfg.Workers))
+		if err != nil {
+			closeOpened()
+			return nil, fmt.Errorf("%w; nothing was changed", err)
+		}
+		opened[p.Name] = lp
+	}
+	defer closeOpened() // those an error left unused
+	var done []string
+	step := func(line string, err error) error {
+		if err != nil {
+			so := "nothing"
+			if len(done) > 0 {
+				so = strings.Join(done, "; ")
+			}
+			return fmt.Errorf("%w; changed before the error: %s", err, so)
+		}
+		done = append(done, line)
+		return nil
+	}
+	for _, r := range slices.Clone(sw.cfg.Routes) {
+		if !routeTo(cfg, r) || slices.Contains(gone, r.Port) || slices.Contains(changed, r.Port) {
+			if err := step("route removed: "+r.String(), sw.removeRoute(r.Prefix)); err != nil {
+				return done, err
+			}
+		}
+	}
+	for _, name := range append(gone, changed...) {
+		if err := step("port removed: "+name, sw.removePort(name)); err != nil {
+			return done, err
+		}
+	}
+	for _, p := range cfg.Ports {
+		if _, ok := specOf(sw.cfg, p.Name); ok {
+			continue
+		}
+		next, err := sw.withPort(p)
+		lp := opened[p.Name]
+		if err == nil && lp == nil { // a changed port, removed above
+			lp, err = sw.openPort(p, sw.tuning.device(p, cfg.Workers))
+		}
+		if err == nil {
+			delete(opened, p.Name)
+			err = sw.addPort(next, lp, cfg.Routes)
+		}
+		if err := step("port added: "+p.String(), err); err != nil {
+			return done, err
+		}
+	}
+	for _, r := range cfg.Routes {
+		if !routeTo(sw.cfg, r) {
+			if err := step("route added: "+r.String(), sw.addRoute(r)); err != nil {
+				return done, err
+			}
+		}
+	}
+	return done, nil
+}
+
+// PortView is one port as the switch runs it.
+type PortView struct {
+	Spec   PortSpec
+	Device *tun.Device
+	Index  int                // the engine's, as in engine.PortStats
+	Policy program.PortPolicy // port security in force, defaults worked out
+}
+
+// Ports returns the switch's ports now, in configuration order.
+func (sw *Switch) Ports() []PortView {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	out := make([]PortView, len(sw.ports))
+	for i, lp := range sw.ports {
+		pol, _ := sw.chain.sec.Policy(lp.index)
+		out[i] = PortView{Spec: lp.spec, Device: lp.dev, Index: lp.index, Policy: pol}
+	}
+	return out
+}

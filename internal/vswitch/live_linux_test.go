@@ -1,0 +1,239 @@
+package vswitch
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"softnet.dev/drop"
+)
+
+func (g *guest) spec(t *testing.T, opts string) PortSpec {
+	t.Helper()
+	p, err := ParsePort("tun:" + g.dev + ",netns=" + g.ns.Name + opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (g *guest) routes(t *testing.T) []RouteSpec {
+	t.Helper()
+	var out []RouteSpec
+	for _, pfx := range []string{g.net4, g.net6} {
+		r, err := ParseRoute(pfx + "=" + g.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// addGuest adds g's port and routes to the running switch and gives g
+// its addresses and routes to the others; the others route to g.
+func addGuest(t *testing.T, sw *Switch, g *guest, opts string, others ...*guest) {
+	t.Helper()
+	if err := sw.AddPort(g.spec(t, opts)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range g.routes(t) {
+		if err := sw.AddRoute(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.configure(t, append(others, g))
+	for _, o := range others {
+		o.run(t, "ip", "route", "replace", g.net4, "dev", o.dev)
+		o.run(t, "ip", "-6", "route", "replace", g.net6, "dev", o.dev)
+	}
+}
+
+// gone fails unless g's device has left its namespace.
+func gone(t *testing.T, g *guest) {
+	t.Helper()
+	if out, err := g.ns.Exec("ip", "link", "show", g.dev); err == nil {
+		t.Errorf("%s: device %s still there after its port was removed:\n%s", g.ns.Name, g.dev, out)
+	}
+}
+
+// While two guests ping each other, a third guest's port is added (on
+// both I/O paths in turn), talks to both and is removed again: its
+// device goes, its routes go, and the first two lose no echo.
+func TestSwitchLivePorts(t *testing.T) {
+	gs := newGuests(t, 3)
+	a, b, c := gs[0], gs[1], gs[2]
+	sw, stop := startSwitchConfig(t, gs[:2], Config{})
+	ping(t, a, b.v4)
+	const echoes = 80
+	pinged := make(chan string, 1)
+	go func() {
+		out, err := a.ns.ExecTimeout(30*time.Second, "ping", "-c", fmt.Sprint(echoes), "-i", "0.05", "-W", "2", b.v4)
+		if err != nil {
+			out += err.Error()
+		}
+		pinged <- out
+	}()
+	for _, io := range []string{"", ",io=syscall"} {
+		addGuest(t, sw, c, io, a, b)
+		ping(t, c, a.v4)
+		ping(t, c, b.v6)
+		if err := sw.RemovePort(c.dev); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, c)
+		if slices.ContainsFunc(sw.Config().Routes, func(r RouteSpec) bool { return r.Port == c.dev }) {
+			t.Errorf("routes to a removed port stay: %v", sw.Config().Routes)
+		}
+		if len(sw.Stats().Ports) != 2 {
+			t.Errorf("ports after removal: %+v", sw.Stats().Ports)
+		}
+	}
+	if out := <-pinged; !strings.Contains(out, fmt.Sprintf("%d packets transmitted, %d received", echoes, echoes)) {
+		t.Errorf("the ping between the ports that stayed lost echoes:\n%s", out)
+	}
+	stop()
+}
+
+// Routes come and go while the switch runs; a guest whose sources are
+// its routes may send only from what is routed to it at the time.
+func TestSwitchLiveRoutes(t *testing.T) {
+	gs := newGuests(t, 2)
+	a, b := gs[0], gs[1]
+	sw, stop := startSwitchConfig(t, gs, Config{})
+	ping(t, a, b.v4)
+	r := b.routes(t)[0]
+	if err := sw.RemoveRoute(r.Prefix); err != nil {
+		t.Fatal(err)
+	}
+	before := sw.Stats().Ports[0].Drops[drop.NoRoute]
+	if pingOnce(a, b.v4) {
+		t.Fatal("a ping crossed a removed route")
+	}
+	if after := sw.Stats().Ports[0].Drops[drop.NoRoute]; after == before {
+		// Counters are published every few rounds and before a sleep.
+		time.Sleep(100 * time.Millisecond)
+		if sw.Stats().Ports[0].Drops[drop.NoRoute] == before {
+			t.Error("the unroutable echo is not counted as NO_ROUTE")
+		}
+	}
+	if err := sw.AddRoute(r); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, a, b.v4)
+
+	for name, tc := range map[string]struct {
+		err  error
+		want error
+	}{
+		"route to a missing port":  {sw.AddRoute(RouteSpec{Prefix: r.Prefix, Port: "nope"}), ErrNotFound},
+		"duplicate route":          {sw.AddRoute(r), ErrExists},
+		"removing a missing route": {sw.RemoveRoute(netip.MustParsePrefix("198.19.0.0/16")), ErrNotFound},
+		"removing a missing port":  {sw.RemovePort("nope"), ErrNotFound},
+		"duplicate port":           {sw.AddPort(a.spec(t, "")), ErrExists},
+		"tap beside tun":           {sw.AddPort(PortSpec{TAP: true, Name: "snx", Offload: true}), ErrInvalid},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, tc.err, tc.want)
+		}
+	}
+	if got := len(sw.Config().Routes); got != 4 {
+		t.Errorf("refused changes changed the routes: %v", sw.Config().Routes)
+	}
+	stop()
+}
+
+// A switch that starts with no port gets them all from Apply, as from a
+// configuration file read on SIGHUP; a configuration that cannot apply
+// changes nothing; applying the first again removes what it lacks.
+func TestSwitchApply(t *testing.T) {
+	gs := newGuests(t, 3)
+	a, b, c := gs[0], gs[1], gs[2]
+	sw, stop := startSwitchConfig(t, nil, Config{})
+	text := func(gs ...*guest) string {
+		var s strings.Builder
+		for _, g := range gs {
+			fmt.Fprintf(&s, "port %s\n", g.spec(t, ""))
+			for _, r := range g.routes(t) {
+				fmt.Fprintf(&s, "route %s\n", r)
+			}
+		}
+		return s.String()
+	}
+	apply := func(text string) ([]string, error) {
+		cfg, err := ParseConfig("test.conf", strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sw.Apply(cfg)
+	}
+	two := text(a, b)
+	if changes, err := apply(two); err != nil || len(changes) != 6 {
+		t.Fatalf("from nothing to two guests: %v, changes %q", err, changes)
+	}
+	a.configure(t, gs)
+	b.configure(t, gs)
+	ping(t, a, b.v6)
+
+	running := sw.Config().Text()
+	for name, bad := range map[string]string{
+		"workers":        "workers 2\n" + two,
+		"missing netns":  two + "port tun:sn9,netns=softnet-no-such-ns\n",
+		"filters":        two + "filter deny proto=udp dport=53\n",
+		"route, no port": two + "route 198.19.0.0/16=sn9\n",
+	} {
+		cfg, err := ParseConfig("test.conf", strings.NewReader(bad))
+		if err == nil {
+			_, err = sw.Apply(cfg)
+		}
+		if err == nil {
+			t.Errorf("%s: applied", name)
+		}
+		if got := sw.Config().Text(); got != running {
+			t.Errorf("%s: the refused configuration changed the switch:\n%s", name, got)
+		}
+	}
+
+	// The third guest joins and b loses its IPv6 route.
+	three := strings.Replace(text(a, b, c), "route "+b.net6+"="+b.dev+"\n", "", 1)
+	changes, err := apply(three)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"route removed: " + b.net6 + "=" + b.dev, "port added: " + c.spec(t, "").String(), "route added: " + c.net4 + "=" + c.dev, "route added: " + c.net6 + "=" + c.dev}
+	if !slices.Equal(changes, want) {
+		t.Errorf("changes %q, want %q", changes, want)
+	}
+	c.configure(t, gs)
+	ping(t, c, a.v4)
+	if pingOnce(c, b.v6) {
+		t.Error("a ping crossed the route the file removed")
+	}
+	if _, err := apply(two); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, c)
+	ping(t, a, b.v6)
+	stop()
+	gone(t, a)
+	gone(t, b)
+}
+
+// A port whose device cannot be opened is refused as ErrDevice, with
+// tun's message, and changes nothing.
+func TestSwitchAddPortDeviceError(t *testing.T) {
+	gs := newGuests(t, 2)
+	sw, stop := startSwitchConfig(t, gs, Config{})
+	err := sw.AddPort(PortSpec{Name: "sn9", NetNS: "softnet-no-such-ns", Offload: true})
+	if !errors.Is(err, ErrDevice) || !strings.Contains(err.Error(), "softnet-no-such-ns") {
+		t.Errorf("a port in a missing namespace: %v", err)
+	}
+	if len(sw.Config().Ports) != 2 {
+		t.Errorf("ports after the refusal: %v", sw.Config().Ports)
+	}
+	stop()
+}
