@@ -236,7 +236,9 @@ func TestLabNewModes(t *testing.T) {
 			t.Errorf("%s: no result (skipped: %q)", m, vr.Skipped[m])
 			continue
 		}
-		if res.Runs != 2 || len(res.Samples) != 2 || res.main() <= 0 {
+		// A short search on a loaded machine (the race detector) may find
+		// no rate without loss: a PDR of 0 is an answer, checked below.
+		if res.Runs != 2 || len(res.Samples) != 2 || res.main() < 0 || res.main() == 0 && m != PDR {
 			t.Errorf("%s: runs %d, samples %v, main figure %v", m, res.Runs, res.Samples, res.main())
 		}
 	}
