@@ -13,6 +13,7 @@ import (
 type poller struct {
 	epfd, efd int
 	events    [16]unix.EpollEvent
+	fds       [16]int32 // readyFDs' result
 	kick      [1]unix.PollFd // the eventfd alone, for waitKick
 }
 
@@ -44,20 +45,46 @@ func (p *poller) add(fd int) error {
 	return nil
 }
 
-// wait blocks until a descriptor is readable or the eventfd is written.
-func (p *poller) wait() error {
+// wait blocks until a descriptor is readable or the eventfd is written,
+// and returns the queues' descriptors that are readable.
+func (p *poller) wait() ([]int32, error) {
 	for {
-		_, err := unix.EpollWait(p.epfd, p.events[:], -1)
+		n, err := unix.EpollWait(p.epfd, p.events[:], -1)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("epoll_wait: %w", err)
+			return nil, fmt.Errorf("epoll_wait: %w", err)
 		}
 		var buf [8]byte
 		_, _ = unix.Read(p.efd, buf[:]) // reset; EAGAIN if the wakeup was a queue
-		return nil
+		return p.readyFDs(n), nil
 	}
+}
+
+// ready returns the queues' descriptors that are readable now, without
+// waiting. A kick found on the way is reset: the worker is awake.
+func (p *poller) ready() []int32 {
+	n, err := unix.EpollWait(p.epfd, p.events[:], 0)
+	if err != nil {
+		return nil // EINTR: the next round looks again
+	}
+	return p.readyFDs(n)
+}
+
+// readyFDs gathers the descriptors of the first n events, less the
+// eventfd, into fds.
+func (p *poller) readyFDs(n int) []int32 {
+	fds := p.fds[:0]
+	for _, ev := range p.events[:n] {
+		if int(ev.Fd) == p.efd {
+			var buf [8]byte
+			_, _ = unix.Read(p.efd, buf[:])
+			continue
+		}
+		fds = append(fds, ev.Fd)
+	}
+	return fds
 }
 
 // waitKick blocks until the eventfd is written or the timeout passes,

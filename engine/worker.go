@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +23,18 @@ import (
 // batch 1.
 const publishEvery = 64
 
+// rxQueue is one RX queue a worker polls. A queue that tells the worker
+// when it has packets (port.Notifier) is polled only then and while it
+// finds packets: the worker's poll list, as NAPI's, so that hundreds of
+// idle queues cost nothing per round.
 type rxQueue struct {
 	port       *portState
 	q          port.RxQueue
 	fd         int
 	registered bool // fd is in the worker's epoll set
+	notifier   bool // polled only from the poll list
+	active     bool // on the poll list
+	gone       bool // its port left the worker's view
 }
 
 type worker struct {
@@ -37,8 +45,16 @@ type worker struct {
 	rxBufs []*buffer.Buf // the batch's backing array, full length, for Receive
 	// view is the generation of the engine's ports the worker runs: the
 	// queues below are its ports', and it changes only between rounds.
-	view   *portSet
-	rxqs   []rxQueue
+	view *portSet
+	rxqs []*rxQueue
+	// active is the poll list: the queues the next round polls; polling
+	// is the list the current round walks.
+	active, polling []*rxQueue
+	// byFD is, by descriptor, the queues that wait on it: the first is
+	// polled when it is readable, and the descriptor leaves the epoll set
+	// with the last.
+	byFD      [][]*rxQueue
+	notifiers int // queues with a descriptor that are polled from the list
 	txqs   []port.TxQueue  // by port index; nil if the port does not transmit
 	egress [][]*buffer.Buf // by port index: this round's packets for it
 	local  [][]*buffer.Buf // by consumer index
@@ -124,9 +140,11 @@ func (w *worker) adopt(next *portSet) {
 		if a, ok := rq.q.(port.Attacher); ok {
 			a.Detach(w.cache)
 		}
-		if rq.registered {
-			w.poll.remove(rq.fd)
+		w.unregister(rq)
+		if rq.notifier && rq.fd >= 0 {
+			w.notifiers--
 		}
+		rq.gone = true
 	}
 	clear(w.rxqs[len(keep):])
 	w.rxqs = keep
@@ -170,23 +188,82 @@ func (w *worker) join(p *portState) {
 		}
 	}
 	for q := w.index; q < p.info.Queues; q += w.e.cfg.Workers {
-		rq := p.port.RxQueue(q)
-		if rq == nil {
+		q := p.port.RxQueue(q)
+		if q == nil {
 			break
 		}
-		if a, ok := rq.(port.Attacher); ok {
+		rq := &rxQueue{port: p, q: q}
+		if n, ok := q.(port.Notifier); ok {
+			n.SetNotify(func() { w.activate(rq) })
+		}
+		if a, ok := q.(port.Attacher); ok {
 			a.Attach(w.cache)
 		}
-		fd := rq.FD()
-		registered := false
-		if fd >= 0 {
-			if err := w.poll.add(fd); err != nil {
+		rq.fd = q.FD()
+		if rq.fd >= 0 {
+			if err := w.register(rq); err != nil {
 				w.e.fail(p, fmt.Errorf("worker %d: %w", w.index, err))
-			} else {
-				registered = true
+			}
+			if _, ok := q.(port.Notifier); ok {
+				rq.notifier = true
+				w.notifiers++
 			}
 		}
-		w.rxqs = append(w.rxqs, rxQueue{port: p, q: rq, fd: fd, registered: registered})
+		w.rxqs = append(w.rxqs, rq)
+		w.activate(rq) // polled once: packets may wait already
+	}
+}
+
+// activate puts rq on the poll list.
+func (w *worker) activate(rq *rxQueue) {
+	if !rq.active && !rq.gone {
+		rq.active = true
+		w.active = append(w.active, rq)
+	}
+}
+
+// register adds rq's descriptor to the epoll set, unless a queue that
+// shares it did.
+func (w *worker) register(rq *rxQueue) error {
+	if rq.fd >= len(w.byFD) {
+		w.byFD = append(w.byFD, make([][]*rxQueue, rq.fd+1-len(w.byFD))...)
+	}
+	if len(w.byFD[rq.fd]) == 0 {
+		if err := w.poll.add(rq.fd); err != nil {
+			return err
+		}
+	}
+	w.byFD[rq.fd] = append(w.byFD[rq.fd], rq)
+	rq.registered = true
+	return nil
+}
+
+// unregister takes rq off its descriptor, which leaves the epoll set
+// with the last queue on it.
+func (w *worker) unregister(rq *rxQueue) {
+	if !rq.registered {
+		return
+	}
+	rq.registered = false
+	users := w.byFD[rq.fd]
+	if i := slices.Index(users, rq); i >= 0 {
+		users = slices.Delete(users, i, i+1)
+	}
+	w.byFD[rq.fd] = users
+	if len(users) == 0 {
+		w.poll.remove(rq.fd)
+	}
+}
+
+// ready puts on the poll list the first queue of each descriptor that
+// epoll reported readable.
+func (w *worker) ready(fds []int32) {
+	for _, fd := range fds {
+		if int(fd) < len(w.byFD) {
+			if users := w.byFD[fd]; len(users) > 0 {
+				w.activate(users[0])
+			}
+		}
 	}
 }
 
@@ -318,12 +395,21 @@ func (w *worker) runPollers() int {
 	return work
 }
 
-// round polls every RX queue once and returns the number of packets.
+// round polls every RX queue on the poll list once and returns the
+// number of packets. A queue that found packets stays on the list, and
+// one that cannot notify is always on it; the others join it when their
+// descriptor is readable (one epoll_wait without waiting per round) or
+// another queue notifies them.
 func (w *worker) round() int {
+	if w.notifiers > 0 {
+		w.ready(w.poll.ready())
+	}
+	list := w.active
+	w.active = w.polling[:0]
 	work := 0
-	for i := range w.rxqs {
-		rq := &w.rxqs[i]
-		if rq.port.down.Load() {
+	for _, rq := range list {
+		rq.active = false
+		if rq.gone || rq.port.down.Load() {
 			continue
 		}
 		w.curPort = rq.port.index
@@ -335,7 +421,12 @@ func (w *worker) round() int {
 			w.process(rq.port, n)
 			work += n
 		}
+		if n > 0 || !rq.notifier {
+			w.activate(rq)
+		}
 	}
+	clear(list)
+	w.polling = list[:0]
 	return work
 }
 
@@ -478,20 +569,27 @@ func (w *worker) transmit(p *portState, list []*buffer.Buf) {
 // sleep arms every queue and, if none has packets pending, waits for one
 // to have some, for a kick, or for Stop.
 func (w *worker) sleep() {
+	// Queues that cannot notify are always on the poll list; a notifier
+	// there was told of packets since the last round.
 	pending := false
-	for i := range w.rxqs {
-		rq := &w.rxqs[i]
+	for _, rq := range w.active {
+		pending = pending || rq.notifier
+	}
+	for _, rq := range w.rxqs {
 		if rq.port.down.Load() {
-			if rq.registered {
+			if rq.registered && len(w.byFD[rq.fd]) == 1 {
 				// A dead device's fd would stay readable (HUP) and wake us
 				// for nothing, forever.
-				w.poll.remove(rq.fd)
-				rq.registered = false
+				w.unregister(rq)
 			}
 			continue
 		}
+		if rq.notifier && (!rq.registered || w.byFD[rq.fd][0] != rq) {
+			continue // the first queue on the descriptor arms it for all
+		}
 		if rq.q.Arm() {
 			pending = true
+			w.activate(rq)
 		}
 	}
 	if !pending {
@@ -499,14 +597,16 @@ func (w *worker) sleep() {
 		w.publish()
 		w.sleeping.Store(true)
 		if !w.stop.Load() {
-			if err := w.poll.wait(); err != nil {
+			fds, err := w.poll.wait()
+			if err != nil {
 				w.e.cfg.Log.Error("worker wait", "worker", w.index, "err", err)
 			}
+			w.ready(fds)
 		}
 		w.sleeping.Store(false)
 		w.now = int64(time.Since(w.epoch))
 	}
-	for i := range w.rxqs {
-		w.rxqs[i].q.Disarm()
+	for _, rq := range w.rxqs {
+		rq.q.Disarm()
 	}
 }

@@ -115,3 +115,17 @@ type Attacher interface {
 	Attach(c *buffer.Cache)
 	Detach(c *buffer.Cache)
 }
+
+// Notifier is implemented by RxQueues that share one FD with other
+// queues of their worker (an io_uring that serves all of a worker's
+// queues), so that a worker polls only the queues that have packets, as
+// the kernel's NAPI polls only devices on its poll list. When the FD is
+// readable, the worker polls one of the queues that share it; that queue
+// and every later Receive or Arm of any of them calls the notify function
+// of each queue it leaves packets (or an error) for, on the worker's
+// goroutine. A queue whose FD is its own is polled when the FD is
+// readable and needs no notification; it must then be level-triggered:
+// readable while packets wait, armed or not.
+type Notifier interface {
+	SetNotify(notify func())
+}

@@ -35,7 +35,12 @@ type rxQueue struct {
 	// starved says the last Receive stopped for want of a buffer, for
 	// Queue.Receive, which must not wait for a file that is readable.
 	starved bool
-	ur      *rxUring // nil on the system-call path
+	// uring says the queue reads through io_uring: as a member (m) of
+	// its worker's ring once attached, or of a ring of its own.
+	uring   bool
+	m       *rxMember
+	ringErr error  // why the queue could not join a ring
+	notify  func() // port.Notifier
 	ctr     counters
 	_       [cacheline.Size]byte
 }
@@ -74,10 +79,8 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	}
 	// A link that is down is read all the same: nothing arrives, and a
 	// file that epoll reports readable must be read or the worker spins.
-	if p, mf := c.Pool(), q.dev.link.maxFrame.Load(); p != q.pool || mf != q.maxFrame {
-		q.setPool(p, mf)
-	}
-	if q.ur != nil {
+	q.syncPool(c)
+	if q.uring {
 		return q.receiveUring(c, bufs)
 	}
 	n := 0
@@ -191,19 +194,23 @@ func (q *rxQueue) downError(err error) error {
 }
 
 // FD returns the queue's file: level-triggered readable while packets
-// wait; on the io_uring path, the eventfd its ring signals.
+// wait; on the io_uring path, the eventfd its ring signals, which the
+// ring's other queues share, or -1 before the queue is on a ring.
 func (q *rxQueue) FD() int {
-	if q.ur != nil {
-		return q.ur.efd
+	switch {
+	case !q.uring:
+		return q.fd
+	case q.m != nil:
+		return q.m.ring.efd
 	}
-	return q.fd
+	return -1
 }
 
 // Arm reports no pending packets on the system-call path: epoll on the
 // file is level-triggered, so a packet that is already queued wakes the
 // worker at once.
 func (q *rxQueue) Arm() bool {
-	if q.ur != nil {
+	if q.uring {
 		return q.armUring()
 	}
 	return false

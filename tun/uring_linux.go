@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
 	"softnet.dev/internal/uring"
 )
@@ -69,45 +68,31 @@ func (d *Device) chooseIO(m IO) error {
 // and the queues use system calls, why io_uring was not usable.
 func (d *Device) IO() (IO, error) { return d.io, d.ioWhy }
 
-// startUring gives every queue its io_uring state. Rings are set up when
-// a worker attaches (port.Attacher) or, failing that, at the first
-// Receive or Transmit: on the thread that will use them.
+// startUring puts every queue on the io_uring path. RX queues join
+// their worker's ring when it attaches them (port.Attacher) or, failing
+// that, get a ring of their own at the first Receive; TX rings are set up
+// the same way: on the thread that will use them.
 func (d *Device) startUring() error {
 	if d.io != IOUring {
 		return nil
 	}
 	for i := range d.rx {
-		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			for j := range i {
-				unix.Close(d.rx[j].ur.efd)
-				d.rx[j].ur, d.tx[j].ur = nil, nil
-			}
-			return fmt.Errorf("queue %d: eventfd: %w", i, err)
-		}
-		// Signalled from the start, so that a worker sleeping before its
-		// first Receive (which sets the ring up) wakes at once.
-		one := [8]byte{1}
-		_, _ = unix.Write(efd, one[:])
-		d.rx[i].ur = &rxUring{efd: efd}
+		d.rx[i].uring = true
 		d.tx[i].ur = newTxUring()
 	}
 	return nil
 }
 
-// stopUring tears every queue's rings down, taking back every buffer
+// stopUring tears every queue's own rings down, taking back every buffer
 // lent to the kernel into c, or, if c is nil, into a cache of their pool
-// made for the purpose.
+// made for the purpose. Queues on a worker's ring must have been
+// detached.
 func (d *Device) stopUring(c *buffer.Cache) error {
 	var errs []error
 	for i := range d.rx {
 		rq, tq := &d.rx[i], &d.tx[i]
-		if rq.ur != nil { // nil if Queue.Read moved it to system calls
-			if err := withCache(c, rq.pool, func(c *buffer.Cache) error { return rq.ur.close(rq, c) }); err != nil {
-				errs = append(errs, fmt.Errorf("rx queue %d: %w", i, err))
-			}
-			unix.Close(rq.ur.efd)
-			rq.ur.efd = -1
+		if err := rq.closeRing(c); err != nil {
+			errs = append(errs, fmt.Errorf("rx queue %d: %w", i, err))
 		}
 		if tq.ur != nil {
 			if err := withCache(c, tq.ur.pool, func(c *buffer.Cache) error { return tq.ur.close(tq, c) }); err != nil {

@@ -149,7 +149,7 @@ func TestUringAttachDetach(t *testing.T) {
 		ta.Attach(c)
 		defer ta.Detach(c)
 		defer ra.Detach(c)
-		if !d.rx[0].ur.ring.SingleIssuer() || !d.tx[0].ur.single {
+		if !d.rx[0].m.ring.ring.SingleIssuer() || !d.tx[0].ur.single {
 			err = errors.New("attached rings are not single-issuer")
 			return
 		}
@@ -219,10 +219,10 @@ func TestUringLendingBookkeeping(t *testing.T) {
 	rq := d.RxQueue(0).(port.Attacher)
 	rq.Attach(c)
 	q := &d.rx[0]
-	u := q.ur
-	if u.ring == nil {
-		t.Fatalf("no ring: %v", u.err)
+	if q.m == nil {
+		t.Fatalf("no ring: %v", q.ringErr)
 	}
+	u := q.m.group
 	n := len(u.lent)
 	rng := rand.New(rand.NewPCG(5, 6))
 	var held []*buffer.Buf
@@ -252,7 +252,7 @@ func TestUringLendingBookkeeping(t *testing.T) {
 	for i := range 3000 {
 		switch k := rng.IntN(10); {
 		case k < 2:
-			u.refill(q, c)
+			u.refill(c)
 			check(fmt.Sprint("refill ", i))
 		case k < 8:
 			id := uint16(rng.IntN(n + 4))

@@ -47,6 +47,7 @@ type Ring struct {
 	ringMem, sqeMem []byte
 
 	sqHead, sqTail *uint32
+	sqFlags        *uint32
 	sqMask         uint32
 	sqEntries      uint32
 	sqes           []SQE
@@ -74,6 +75,7 @@ func New(opt Options) (*Ring, error) {
 	attempts := []uint32{base}
 	if opt.SingleIssuer {
 		attempts = []uint32{
+			base | setupSingleIssuer | setupDeferTaskrun | setupTaskrunFlag,
 			base | setupSingleIssuer | setupDeferTaskrun,
 			base | setupCoopTaskrun | setupTaskrunFlag,
 			base,
@@ -134,6 +136,7 @@ func (r *Ring) mapRings(p *params) error {
 	m := r.ringMem
 	r.sqHead = (*uint32)(unsafe.Pointer(&m[p.sqOff.head]))
 	r.sqTail = (*uint32)(unsafe.Pointer(&m[p.sqOff.tail]))
+	r.sqFlags = (*uint32)(unsafe.Pointer(&m[p.sqOff.flags]))
 	r.sqMask = *(*uint32)(unsafe.Pointer(&m[p.sqOff.ringMask]))
 	r.sqEntries = *(*uint32)(unsafe.Pointer(&m[p.sqOff.ringEntries]))
 	r.sqes = unsafe.Slice((*SQE)(unsafe.Pointer(&r.sqeMem[0])), r.sqEntries)
@@ -245,6 +248,18 @@ func (r *Ring) enter(minComplete uint32, timeout time.Duration) (int, error) {
 		}
 		return submitted, fmt.Errorf("io_uring_enter: %w", errno)
 	}
+}
+
+// TaskWork reports whether the kernel has queued completion work that
+// only entering the ring runs (IORING_SQ_TASKRUN), on a ring set up with
+// IORING_SETUP_TASKRUN_FLAG: one load, so that a poller that finds
+// nothing to do makes no system call. On a ring without the flag it
+// always reports true, and the caller enters as before.
+func (r *Ring) TaskWork() bool {
+	if r.flags&setupTaskrunFlag == 0 {
+		return true
+	}
+	return atomic.LoadUint32(r.sqFlags)&sqTaskrun != 0
 }
 
 // Ready returns the number of completions waiting to be seen.

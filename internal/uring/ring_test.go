@@ -321,6 +321,59 @@ func TestEventfdWakes(t *testing.T) {
 	}
 }
 
+// On a single-issuer ring a read the kernel did waits as task work,
+// which TaskWork reports without a system call until entering runs it;
+// then the completion is ready and TaskWork is false again.
+func TestTaskWorkFlag(t *testing.T) {
+	requireMultishot(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rd, wr := newPipe(t)
+	r := newRing(t, Options{Entries: 4, SingleIssuer: true})
+	if r.flags&setupTaskrunFlag == 0 {
+		t.Skip("the kernel refused IORING_SETUP_TASKRUN_FLAG with DEFER_TASKRUN; TaskWork always reports true")
+	}
+	br, err := r.NewBufRing(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem [2][64]byte
+	br.Add(ptr(mem[0][:]), 64, 0)
+	br.Add(ptr(mem[1][:]), 64, 1)
+	br.Publish()
+	r.GetSQE().PrepReadMultishot(rd, false, br.Group(), udRead)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if r.TaskWork() {
+		t.Fatal("TaskWork before anything was read")
+	}
+	write(t, wr, []byte("x"))
+	deadline := time.Now().Add(waitLimit)
+	for !r.TaskWork() {
+		if time.Now().After(deadline) {
+			t.Fatal("TaskWork never reported the read")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r.Ready() != 0 {
+		t.Fatal("a completion posted before the ring was entered")
+	}
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if r.TaskWork() || r.Ready() != 1 {
+		t.Fatalf("after entering: TaskWork %v, %d ready; want false, 1", r.TaskWork(), r.Ready())
+	}
+	if c := reap(t, r); c.Res != 1 {
+		t.Fatalf("read %+v", c)
+	}
+	cancelRead(t, r)
+	if err := br.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCancelAny cancels several requests at once, as a closing port does.
 func TestCancelAny(t *testing.T) {
 	var fds [3]int

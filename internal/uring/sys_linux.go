@@ -22,6 +22,9 @@ const (
 	featExtArg     = 1 << 8
 )
 
+// SQ ring flags (IORING_SQ_*).
+const sqTaskrun = 1 << 2
+
 // Enter flags (IORING_ENTER_*).
 const (
 	enterGetEvents = 1 << 0

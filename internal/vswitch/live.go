@@ -80,7 +80,6 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
 	pol, _ := sw.chain.sec.Policy(lp.index)
 	sw.warnNoSources(spec.Name, pol)
 	sw.resizeShares()
-	sw.warnPoolSize()
 	sw.log.Info("port added", "port", spec.Name, "index", lp.index)
 	return nil
 }
@@ -200,18 +199,6 @@ func (sw *Switch) setPolicy(lp *livePort, routes []RouteSpec) error {
 func (sw *Switch) resizeShares() {
 	if sw.chain.bridge != nil {
 		sw.chain.bridge.SetMaxPerPort(bridgeShare(len(sw.ports)))
-	}
-}
-
-// warnPoolSize says when the ports have more RX queues than the pool
-// was sized for: bursts of large packets may then find it empty.
-func (sw *Switch) warnPoolSize() {
-	queues := 0
-	for _, lp := range sw.ports {
-		queues += lp.dev.Info().Queues
-	}
-	if queues > sw.plan.PoolQueues {
-		sw.log.Warn("the ports have more RX queues than the buffer pool was sized for; under load, packets may be dropped with NOMEM", "queues", queues, "pool_sized_for", sw.plan.PoolQueues)
 	}
 }
 

@@ -64,8 +64,6 @@ type Plan struct {
 	// the rest while it runs: it has both the bridge and the forwarder,
 	// and the first port added decides which one works.
 	Live bool
-	// PoolQueues is the number of RX queues the pool is sized for.
-	PoolQueues int
 	Routes     []program.Route // by index in Devices; services route to len(Devices)
 	Filters    []program.Rule
 	// Policies are the guests' port security, by index in Devices; the
@@ -95,19 +93,10 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		p.TAP = cfg.Ports[0].TAP
 	}
 	p.Live = len(cfg.Ports) < 2
-	queues := 0
 	for _, spec := range cfg.Ports {
-		dc := t.device(spec, cfg.Workers)
-		p.Devices = append(p.Devices, dc)
-		queues += dc.Queues
+		p.Devices = append(p.Devices, t.device(spec, cfg.Workers))
 	}
-	if p.Live {
-		// Its ports are still to come (the control API): room for a
-		// few.
-		queues = max(queues, liveQueues*cfg.Workers)
-	}
-	p.PoolQueues = queues
-	p.Pool = buffer.Config{Classes: PoolClasses(queues)}
+	p.Pool = buffer.Config{Classes: PoolClasses(cfg.Workers)}
 	if t.PoolUncached {
 		knob.PoolUncached(&p.Pool)
 	}
@@ -126,10 +115,6 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	}
 	return p, nil
 }
-
-// liveQueues is how many RX queues per worker the pool of a switch that
-// starts with fewer than two ports is sized for.
-const liveQueues = 8
 
 // device is the TUN/TAP device a port of spec opens in a switch with
 // workers workers, as t says.
@@ -169,13 +154,20 @@ func portPolicy(i int, spec PortSpec, routes []RouteSpec) program.PortPolicy {
 	return pol
 }
 
-// PoolClasses sizes the buffer pool of a switch whose ports have queues
-// queues in all: every RX queue may hold a burst of 64 KiB frames in
-// flight, and the MTU class feeds software segmentation and copies.
-func PoolClasses(queues int) []buffer.ClassConfig {
+// PoolClasses sizes the buffer pool of a switch with workers workers:
+// the pool is the workers' budget, whatever the number of ports. Each
+// worker lends the kernel up to tun.RingBuffers buffers of a class for
+// all of its RX queues, and needs as many again for the bursts it has in
+// flight and its cache; the MTU class also feeds software segmentation
+// and copies. Memory is mapped, not touched: a buffer costs RSS once a
+// packet was in it.
+func PoolClasses(workers int) []buffer.ClassConfig {
+	perWorker := 2 * tun.RingBuffers
 	return []buffer.ClassConfig{
-		{Room: 2048, Count: 8192 + 256*queues},
-		{Room: 65536 + 64, Count: 128 + 2*engine.DefaultBatch*queues},
+		{Room: 2048, Count: 8192 + perWorker*workers},
+		// At least four workers' worth: a worker lends at most a quarter
+		// of a class.
+		{Room: 65536 + 64, Count: 128 + perWorker*max(workers, 2)},
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package vswitch
+
+const raceEnabled = false

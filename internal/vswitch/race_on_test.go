@@ -1,0 +1,6 @@
+//go:build race
+
+package vswitch
+
+// raceEnabled says the race detector slows the switch down.
+const raceEnabled = true
