@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"softnet.dev/engine"
 	"softnet.dev/program"
 	"softnet.dev/tun"
 )
@@ -62,20 +63,22 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 // (Apply) those of the configuration being applied, whose routes follow.
 func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
 	spec := lp.spec
-	// The policy first, at the index the port will get: its first
-	// packet is checked.
-	lp.index = sw.engine.FreeIndex()
-	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, spec, routes)); err != nil {
-		return errors.Join(fmt.Errorf("port %s: %w", spec, err), lp.port.Close(nil))
-	}
-	if i, err := sw.engine.AddPort(lp.port); err != nil || i != lp.index {
-		sw.chain.sec.RemovePolicy(lp.index)
-		if err == nil {
-			// Only the switch adds ports to its engine, under sw.mu.
-			panic(fmt.Sprintf("vswitch: engine gave index %d, FreeIndex said %d", i, lp.index))
+	// The policy first, at the index the port gets: its first packet is
+	// checked. What an earlier port at that index left is forgotten.
+	index, err := sw.engine.AddPort(lp.port, func(index int) error {
+		sw.forgetIndex(index)
+		return sw.chain.sec.SetPolicy(index, portPolicy(index, spec, routes))
+	})
+	if err != nil {
+		err = fmt.Errorf("port %s: %w", spec, err)
+		if errors.Is(err, engine.ErrNotAdopted) {
+			// The engine closes the device once no worker can use it;
+			// until then the policy keeps checking what it sends.
+			return err
 		}
-		return errors.Join(fmt.Errorf("port %s: %w", spec, err), lp.port.Close(nil))
+		return errors.Join(err, lp.port.Close(nil))
 	}
+	lp.index = index
 	sw.cfg, sw.ports = next, append(sw.ports, lp)
 	pol, _ := sw.chain.sec.Policy(lp.index)
 	sw.warnNoSources(spec.Name, pol)
@@ -109,21 +112,33 @@ func (sw *Switch) removePort(name string) error {
 		}
 	}
 	lp := sw.ports[i]
-	if err := sw.engine.RemovePort(lp.index); err != nil {
+	switch err := sw.engine.RemovePort(lp.index); {
+	case errors.Is(err, engine.ErrNotAdopted):
+		// Removed all the same; a late worker may still read the port,
+		// so its policy stays (the next port at the index replaces it).
+		sw.log.Warn("port removed; its device is closed once every worker has let it go", "port", name, "err", err)
+	case err != nil:
 		return fmt.Errorf("port %s: %w", name, err)
+	default:
+		sw.chain.sec.RemovePolicy(lp.index)
 	}
-	sw.chain.sec.RemovePolicy(lp.index)
-	if sw.chain.fwd != nil {
-		sw.chain.fwd.ForgetPort(lp.index)
-	}
-	if sw.chain.bridge != nil {
-		sw.chain.bridge.ForgetPort(lp.index)
-	}
+	sw.forgetIndex(lp.index)
 	sw.cfg.Ports = slices.Delete(sw.cfg.Ports, i, i+1)
 	sw.ports = slices.Delete(sw.ports, i, i+1)
 	sw.resizeShares()
 	sw.log.Info("port removed", "port", name)
 	return nil
+}
+
+// forgetIndex forgets what the forwarder and the bridge learned on the
+// port at index.
+func (sw *Switch) forgetIndex(index int) {
+	if sw.chain.fwd != nil {
+		sw.chain.fwd.ForgetPort(index)
+	}
+	if sw.chain.bridge != nil {
+		sw.chain.bridge.ForgetPort(index)
+	}
 }
 
 // AddRoute routes rt.Prefix to the TUN port rt.Port. A port whose
