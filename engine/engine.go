@@ -29,7 +29,7 @@ type Engine struct {
 	// adoptTimeout bounds the wait for every worker to take up a change;
 	// tests shorten it.
 	adoptTimeout time.Duration
-	workers []*worker
+	workers      []*worker
 	// epoch is when Batch.Now is 0, the same for every worker, so that
 	// times programs store (a table entry's last-seen) compare across
 	// workers and with Now.
