@@ -30,7 +30,12 @@
 // a change publishes a new one and waits until every worker has taken it
 // up (given up the queues of ports that left, taken on those that
 // joined) before a removed port is closed. The hot path takes no lock
-// for it.
+// for it. A port's index is chosen, and the caller's per-index state set
+// up, inside the change, so nothing else can take the index meanwhile. A
+// change that some worker does not take up in time (a stuck program)
+// fails with ErrNotAdopted and leaves no half-added port; a port that
+// worker may still use stays open, and its index reserved, until every
+// worker has let it go.
 //
 // Queues that are port.Attachers (TUN queues on io_uring) keep kernel
 // state that belongs to one OS thread: a worker, whose goroutine is

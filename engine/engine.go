@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,10 +21,15 @@ type Engine struct {
 	// change replaces (RCU). Workers load it once per round.
 	set atomic.Pointer[portSet]
 	ctl *buffer.Cache // closes removed ports while the workers run
-	// orphans are removed ports that a worker may not have given up
-	// (RemovePort timed out): Close closes them.
-	orphans []*portState
-	workers []*worker
+	// quarantine holds the ports that left while a worker may still use
+	// them (it did not take up the change in time): their indexes stay
+	// reserved until every worker has let them go (release), and Close
+	// closes those left.
+	quarantine []quarantined
+	// adoptTimeout bounds the wait for every worker to take up a change;
+	// tests shorten it.
+	adoptTimeout time.Duration
+	workers      []*worker
 	// epoch is when Batch.Now is 0, the same for every worker, so that
 	// times programs store (a table entry's last-seen) compare across
 	// workers and with Now.
@@ -71,7 +77,7 @@ func New(cfg Config, ports ...port.Port) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, epoch: time.Now()}
+	e := &Engine{cfg: cfg, epoch: time.Now(), adoptTimeout: defaultAdoptTimeout}
 	set := &portSet{}
 	for _, p := range ports {
 		ps, err := e.checkPort(set, p)
@@ -192,7 +198,12 @@ func (e *Engine) Close() error {
 	// The workers have stopped: worker 0's cache is free for this
 	// goroutine to use.
 	var errs []error
-	for _, p := range append(e.set.Load().ports, e.orphans...) {
+	ports := slices.Clone(e.set.Load().ports)
+	for _, q := range e.quarantine {
+		ports = append(ports, q.ps)
+	}
+	e.quarantine = nil
+	for _, p := range ports {
 		if p == nil {
 			continue
 		}

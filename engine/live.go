@@ -12,46 +12,93 @@ import (
 // ErrNoPort is returned for a port index that holds no port.
 var ErrNoPort = errors.New("no such port")
 
-// adoptTimeout bounds how long AddPort and RemovePort wait for every
-// worker to take up a change: a round, or a wake-up from sleep, is
+// ErrNotAdopted is returned, wrapped, when a worker did not take up a
+// change of the ports within the adoption timeout (a program that
+// blocks, say). The change is then as good as undone or done, never
+// half: an added port is not added, a removed port is removed; but a
+// port that a late worker may still use is closed, and its index given
+// to another port, only once every worker has let it go (checked at
+// later changes and at Close).
+var ErrNotAdopted = errors.New("a worker did not take up the change in time")
+
+// defaultAdoptTimeout bounds how long AddPort and RemovePort wait for
+// every worker to take up a change: a round, or a wake-up from sleep, is
 // microseconds; only a stuck worker takes longer.
-const adoptTimeout = 2 * time.Second
+const defaultAdoptTimeout = 2 * time.Second
+
+// quarantined is a port that left the ports while a worker may still use
+// it: it stays open, and its index reserved, until every worker has
+// taken up generation safe or a later one (or none runs).
+type quarantined struct {
+	ps   *portState
+	safe uint64
+}
 
 // AddPort adds p while the workers run (or before they start) and
 // returns its index, as program verdicts use it: the lowest index no
-// port holds. When AddPort returns, every running worker polls p's
-// queues. p must not be used by anyone else from then on; the engine
-// closes it (RemovePort, Close).
-func (e *Engine) AddPort(p port.Port) (int, error) {
+// port holds or may still hold. setup, if not nil, runs with that index
+// before any worker can see p, under the lock that serializes changes,
+// so that what programs keep per port (its policy, say) is in place for
+// its first packet; an error from it adds nothing. When AddPort returns,
+// every running worker polls p's queues. p must not be used by anyone
+// else from then on; the engine closes it (RemovePort, Close).
+//
+// On an error p is not added and is the caller's again, except with
+// ErrNotAdopted: then some worker may have taken p up, so the engine
+// keeps it, marked down, and closes it once they all let it go; until
+// then its index, and what setup put there, are no other port's.
+func (e *Engine) AddPort(p port.Port, setup func(index int) error) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return 0, errors.New("engine: closed")
+		return -1, errors.New("engine: closed")
 	}
+	e.release()
 	cur := e.set.Load()
 	ps, err := e.checkPort(cur, p)
 	if err != nil {
-		return 0, err
+		return -1, err
 	}
-	next := &portSet{gen: cur.gen + 1, ports: slices.Clone(cur.ports)}
-	ps.index = slices.Index(next.ports, nil)
-	if ps.index < 0 {
-		ps.index = len(next.ports)
-		next.ports = append(next.ports, nil)
+	ps.index = e.freeIndex(cur)
+	if setup != nil {
+		if err := setup(ps.index); err != nil {
+			return -1, fmt.Errorf("engine: port %s: %w", ps.info.Name, err)
+		}
 	}
-	next.ports[ps.index] = ps
-	return ps.index, e.publish(next)
+	next := cur.with(ps.index, ps)
+	if err := e.publish(next); err != nil {
+		// Back to the ports without it, with no wait: the workers that
+		// took it up give it up at their next round.
+		ps.down.Store(true)
+		back := next.with(ps.index, nil)
+		e.set.Store(back)
+		e.wakeWorkers()
+		e.quarantine = append(e.quarantine, quarantined{ps: ps, safe: back.gen})
+		return -1, fmt.Errorf("engine: port %s not added: %w", ps.info.Name, err)
+	}
+	e.release()
+	return ps.index, nil
 }
 
-// FreeIndex returns the index the next AddPort gives, so that programs
-// can be told about a port (its policy, say) before its first packet.
-// It holds only while nothing else adds ports.
-func (e *Engine) FreeIndex() int {
-	set := e.set.Load()
-	if i := slices.Index(set.ports, nil); i >= 0 {
-		return i
+// freeIndex is the lowest index that neither a port of set nor a
+// quarantined one holds.
+func (e *Engine) freeIndex(set *portSet) int {
+	for i, p := range set.ports {
+		if p == nil && !slices.ContainsFunc(e.quarantine, func(q quarantined) bool { return q.ps.index == i }) {
+			return i
+		}
 	}
 	return len(set.ports)
+}
+
+// with returns the next generation of s, with p (nil: none) at index.
+func (s *portSet) with(index int, p *portState) *portSet {
+	next := &portSet{gen: s.gen + 1, ports: slices.Clone(s.ports)}
+	if index >= len(next.ports) {
+		next.ports = append(next.ports, make([]*portState, index+1-len(next.ports))...)
+	}
+	next.ports[index] = p
+	return next
 }
 
 // RemovePort removes the port with the given index while the workers
@@ -60,30 +107,72 @@ func (e *Engine) FreeIndex() int {
 // what it still holds with drop.QueuePurge, so that every buffer it had
 // comes home. Packets that programs still send to the index are dropped
 // with drop.NoRoute.
+//
+// With ErrNotAdopted the port is removed all the same, but closed, and
+// its index given to another port, only once every worker has let it
+// go.
 func (e *Engine) RemovePort(index int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errors.New("engine: closed")
 	}
+	e.release()
 	cur := e.set.Load()
 	p := cur.port(index)
 	if p == nil {
 		return fmt.Errorf("engine: port %d: %w", index, ErrNoPort)
 	}
-	next := &portSet{gen: cur.gen + 1, ports: slices.Clone(cur.ports)}
-	next.ports[index] = nil
+	next := cur.with(index, nil)
 	if err := e.publish(next); err != nil {
 		// A worker may still use the port: closing it now could free
-		// what the worker reads. Close closes it, once they stopped.
-		e.orphans = append(e.orphans, p)
-		return err
+		// what the worker reads.
+		p.down.Store(true)
+		e.quarantine = append(e.quarantine, quarantined{ps: p, safe: next.gen})
+		return fmt.Errorf("engine: port %s removed, its closing deferred: %w", p.info.Name, err)
 	}
 	p.tap.Store(nil)
-	if err := p.port.Close(e.ctl); err != nil {
+	err := p.port.Close(e.ctl)
+	e.release()
+	if err != nil {
 		return fmt.Errorf("engine: close port %s: %w", p.info.Name, err)
 	}
 	return nil
+}
+
+// release closes the quarantined ports that no worker can use any more,
+// which frees their indexes. e.mu is held.
+func (e *Engine) release() {
+	keep := e.quarantine[:0]
+	for _, q := range e.quarantine {
+		if e.running && !e.adopted(q.safe) {
+			keep = append(keep, q)
+			continue
+		}
+		q.ps.tap.Store(nil)
+		if err := q.ps.port.Close(e.ctl); err != nil {
+			e.cfg.Log.Error("close port", "port", q.ps.info.Name, "err", err)
+		}
+	}
+	clear(e.quarantine[len(keep):])
+	e.quarantine = keep
+}
+
+// adopted reports whether every worker has taken up generation gen or a
+// later one.
+func (e *Engine) adopted(gen uint64) bool {
+	for _, w := range e.workers {
+		if w.adopted.Load() < gen {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Engine) wakeWorkers() {
+	for _, w := range e.workers {
+		w.wake()
+	}
 }
 
 // publish makes next the workers' ports and, if they run, waits until
@@ -93,15 +182,13 @@ func (e *Engine) publish(next *portSet) error {
 	if !e.running {
 		return nil // each worker adopts the set when it starts
 	}
-	for _, w := range e.workers {
-		w.wake()
-	}
-	deadline := time.Now().Add(adoptTimeout)
+	e.wakeWorkers()
+	deadline := time.Now().Add(e.adoptTimeout)
 	pause := 20 * time.Microsecond
 	for _, w := range e.workers {
 		for w.adopted.Load() < next.gen {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("engine: worker %d did not take up the change within %v", w.index, adoptTimeout)
+				return fmt.Errorf("worker %d, within %v: %w", w.index, e.adoptTimeout, ErrNotAdopted)
 			}
 			time.Sleep(pause)
 			pause = min(2*pause, time.Millisecond)

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/memport"
 	"softnet.dev/packet"
+	"softnet.dev/port"
 	"softnet.dev/program"
 )
 
@@ -57,7 +59,7 @@ func TestHotPortsLeaveOthersAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		si, err := e.AddPort(s)
+		si, err := e.AddPort(s, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +67,7 @@ func TestHotPortsLeaveOthersAlone(t *testing.T) {
 			t.Fatalf("round %d: sink added at index %d, want the free index 2", round, si)
 		}
 		to[3].Store(int32(si))
-		gi, err := e.AddPort(g)
+		gi, err := e.AddPort(g, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,19 +139,19 @@ func TestAddPortToEmptyEngine(t *testing.T) {
 	gen, _ := memport.NewGenerator("gen", memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 2, Count: 1000})
 	oneQueue, _ := memport.NewSink("narrow", memport.SinkConfig{Layer: packet.L3})
 	sink, _ := memport.NewSink("sink", memport.SinkConfig{Layer: packet.L3, Queues: 2})
-	if _, err := e.AddPort(gen); err != nil {
+	if _, err := e.AddPort(gen, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.AddPort(oneQueue); err == nil {
+	if _, err := e.AddPort(oneQueue, nil); err == nil {
 		t.Error("a port with one TX queue was added to two workers")
 	}
-	if _, err := e.AddPort(gen); err == nil {
+	if _, err := e.AddPort(gen, nil); err == nil {
 		t.Error("a second port named gen was added")
 	}
-	if _, err := e.AddPort(sink); err != nil {
+	if _, err := e.AddPort(sink, nil); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -165,6 +167,122 @@ func TestAddPortToEmptyEngine(t *testing.T) {
 	}
 	if err := e.RemovePort(0); err != nil {
 		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatalf("leak check: %v", err)
+	}
+}
+
+// closeCount is a port whose closes are counted.
+type closeCount struct {
+	port.Port
+	closes atomic.Int32
+}
+
+func (c *closeCount) Close(cache *buffer.Cache) error {
+	c.closes.Add(1)
+	return c.Port.Close(cache)
+}
+
+// A worker that does not take up a change in time (a program blocks it)
+// leaves no half-change behind: the port AddPort was adding is not
+// listed and its name can be added again, the port RemovePort removed is
+// gone; but neither is closed, nor its index given to another port,
+// until every worker has let them go. Every buffer comes home.
+func TestAdoptTimeout(t *testing.T) {
+	pool, err := buffer.NewPool(buffer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := memport.NewGenerator("gen", memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 2, Bulk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSink := func(name string) *closeCount {
+		s, err := memport.NewSink(name, memport.SinkConfig{Layer: packet.L3, Queues: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &closeCount{Port: s}
+	}
+	sink := newSink("sink")
+	var hold atomic.Bool
+	held, resume := make(chan struct{}), make(chan struct{})
+	stuck := program.Func{ProgramName: "stuck", F: func(b *program.Batch) {
+		if b.Worker == 0 && hold.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-resume
+		}
+		for i := range b.Bufs {
+			b.Verdicts[i] = program.RedirectVerdict(1)
+		}
+	}}
+	e, err := New(Config{Pool: pool, Workers: 2, Programs: []program.Program{stuck}}, gen, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.adoptTimeout = 50 * time.Millisecond
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(true)
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker 0 never ran the program")
+	}
+	var given []int // the indexes setup was given
+	setup := func(i int) error { given = append(given, i); return nil }
+	listed := func(name string) bool {
+		_, ok := e.PortIndex(name)
+		return ok || slices.ContainsFunc(e.Stats().Ports, func(p PortStats) bool { return p.Name == name })
+	}
+
+	x := newSink("x")
+	if _, err := e.AddPort(x, setup); !errors.Is(err, ErrNotAdopted) {
+		t.Fatalf("adding a port while a worker is stuck: %v, want ErrNotAdopted", err)
+	}
+	if listed("x") {
+		t.Error("the port whose adding timed out is listed")
+	}
+	if err := e.RemovePort(1); !errors.Is(err, ErrNotAdopted) {
+		t.Fatalf("removing a port while a worker is stuck: %v, want ErrNotAdopted", err)
+	}
+	if listed("sink") {
+		t.Error("the port whose removal timed out is listed")
+	}
+	x2 := newSink("x")
+	if _, err := e.AddPort(x2, setup); !errors.Is(err, ErrNotAdopted) {
+		t.Fatalf("adding the name again while the worker is still stuck: %v, want ErrNotAdopted", err)
+	}
+	if !slices.Equal(given, []int{2, 3}) {
+		t.Errorf("setup was given indexes %v, want 2 then 3: index 1 (removed) and 2 (not added) may still be used", given)
+	}
+	for name, p := range map[string]*closeCount{"removed": sink, "not added": x, "not added again": x2} {
+		if n := p.closes.Load(); n != 0 {
+			t.Errorf("the %s port was closed %d times while a worker may use it", name, n)
+		}
+	}
+
+	close(resume)
+	x3 := newSink("x")
+	xi, err := e.AddPort(x3, nil)
+	if err != nil {
+		t.Fatalf("adding the name once the worker took up the change: %v", err)
+	}
+	for name, p := range map[string]*closeCount{"removed": sink, "not added": x, "not added again": x2} {
+		if n := p.closes.Load(); n != 1 {
+			t.Errorf("the %s port was closed %d times once no worker used it, want 1", name, n)
+		}
+	}
+	if err := e.RemovePort(xi); err != nil {
+		t.Fatal(err)
+	}
+	if i, err := e.AddPort(newSink("y"), nil); err != nil || i != 1 {
+		t.Errorf("adding a port with every worker caught up: index %d, %v; want the lowest, 1", i, err)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)

@@ -96,6 +96,8 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		err = errClosed
 	case q.dev.link.gone.Load():
 		err = errGone
+	case q.ur != nil && q.ur.stuck != nil:
+		err = q.ur.stuck
 	case q.dev.link.down.Load():
 		down = true
 	}

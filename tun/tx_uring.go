@@ -30,6 +30,13 @@ type txUring struct {
 	hdrs   []byte       // GRO headers, vnet.GROHeaderRoom per slot
 	err    error
 	single bool
+	// stuck is set once writes did not complete within a flush's wait:
+	// their buffers stay with the kernel, so their slots cannot be
+	// reused, and every later Transmit fails with it.
+	stuck error
+	// stall, a test's hook, stands for a kernel that never completes a
+	// write: waits submit nothing and return at once.
+	stall bool
 }
 
 // txSlot is one write in flight.
@@ -123,10 +130,18 @@ func sentOf(ok bool, err error) (int, error) {
 
 // room makes room for one more write of iovs iovecs, flushing if needed.
 func (u *txUring) room(q *txQueue, c *buffer.Cache, iovs int) (int, error) {
-	if len(u.free) > 0 && u.ring.SQSpace() > 0 && len(u.iovs)+iovs <= cap(u.iovs) {
+	if u.hasRoom(iovs) {
 		return 0, nil
 	}
-	return u.flush(q, c)
+	sent, err := u.flush(q, c)
+	if err == nil && !u.hasRoom(iovs) {
+		err = fmt.Errorf("io_uring: no room for a write after a flush (%d in flight)", u.inFlight())
+	}
+	return sent, err
+}
+
+func (u *txUring) hasRoom(iovs int) bool {
+	return len(u.free) > 0 && u.ring.SQSpace() > 0 && len(u.iovs)+iovs <= cap(u.iovs)
 }
 
 // slot takes a free slot for a write of bufs.
@@ -214,14 +229,32 @@ func (q *txQueue) queueRun(c *buffer.Cache, bufs []*buffer.Buf, i int) (int, err
 func (u *txUring) inFlight() int { return len(u.slots) - len(u.free) }
 
 // flush submits the gathered writes and waits for every write in flight
-// to complete (closeWait at most), freeing or dropping their buffers. It
-// returns the packets sent and an error if the device is gone.
+// to complete, freeing or dropping their buffers. It returns the packets
+// sent and an error if the device is gone, or if writes did not
+// complete within closeTries×closeWait: the queue is then stuck (see
+// txUring.stuck).
 func (u *txUring) flush(q *txQueue, c *buffer.Cache) (int, error) {
+	if u.stuck != nil {
+		return 0, u.stuck
+	}
+	sent, err := u.settle(q, c)
+	if n := u.inFlight(); n > 0 && err == nil {
+		u.stuck = fmt.Errorf("io_uring: %d writes not completed within %v; their buffers stay with the kernel", n, closeTries*closeWait)
+		err = u.stuck
+	}
+	return sent, err
+}
+
+// settle submits the gathered writes and waits (closeWait at a time,
+// closeTries times at most) for every write in flight to complete,
+// freeing or dropping their buffers. It returns the packets sent and an
+// error if the device is gone.
+func (u *txUring) settle(q *txQueue, c *buffer.Cache) (int, error) {
 	sent := 0
 	var down error
 	for try := 0; u.inFlight() > 0 && try < closeTries; try++ {
 		want := uint32(u.inFlight())
-		_, err := u.ring.SubmitAndWait(want, closeWait)
+		err := u.wait(want)
 		clear(u.iovs) // the kernel copied them (IORING_FEAT_SUBMIT_STABLE)
 		u.iovs = u.iovs[:0]
 		if err != nil {
@@ -244,6 +277,16 @@ func (u *txUring) flush(q *txQueue, c *buffer.Cache) (int, error) {
 		u.held = u.held[:0]
 	}
 	return sent, down
+}
+
+// wait submits what is gathered and waits for want completions, or
+// closeWait.
+func (u *txUring) wait(want uint32) error {
+	if u.stall {
+		return nil
+	}
+	_, err := u.ring.SubmitAndWait(want, closeWait)
+	return err
 }
 
 // complete settles one write: its buffers are freed if it was written
@@ -293,14 +336,14 @@ func (u *txUring) close(q *txQueue, c *buffer.Cache) error {
 		return nil
 	}
 	var errs []error
-	if _, err := u.flush(q, c); err != nil && !errors.As(err, new(unix.Errno)) {
+	if _, err := u.settle(q, c); err != nil && !errors.As(err, new(unix.Errno)) {
 		errs = append(errs, err)
 	}
 	if u.inFlight() > 0 {
 		if e := u.ring.GetSQE(); e != nil {
 			e.PrepCancel(0, uring.CancelAny|uring.CancelAll, txEntries)
 		}
-		if _, err := u.flush(q, c); err != nil && !errors.As(err, new(unix.Errno)) {
+		if _, err := u.settle(q, c); err != nil && !errors.As(err, new(unix.Errno)) {
 			errs = append(errs, err)
 		}
 	}

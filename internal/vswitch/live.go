@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"softnet.dev/engine"
 	"softnet.dev/program"
 	"softnet.dev/tun"
 )
@@ -51,10 +52,19 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 	if err := next.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if spec.TAP && sw.chain.bridge == nil || !spec.TAP && sw.chain.fwd == nil {
-		return Config{}, fmt.Errorf("port %s: %w: this switch started with ports of the other kind; one that starts with none takes either", spec, ErrRestart)
+	if err := sw.takes(spec); err != nil {
+		return Config{}, err
 	}
 	return next, nil
+}
+
+// takes says whether the running switch can take a port of spec's kind:
+// its programs are those of the ports it started with.
+func (sw *Switch) takes(spec PortSpec) error {
+	if spec.TAP && sw.chain.bridge == nil || !spec.TAP && sw.chain.fwd == nil {
+		return fmt.Errorf("port %s: %w: this switch started with ports of the other kind; one that starts with none takes either", spec, ErrRestart)
+	}
+	return nil
 }
 
 // addPort adds lp, whose device is open, making next the configuration.
@@ -62,20 +72,30 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 // (Apply) those of the configuration being applied, whose routes follow.
 func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
 	spec := lp.spec
-	// The policy first, at the index the port will get: its first
-	// packet is checked.
-	lp.index = sw.engine.FreeIndex()
-	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, spec, routes)); err != nil {
-		return errors.Join(fmt.Errorf("port %s: %w", spec, err), lp.port.Close(nil))
-	}
-	if i, err := sw.engine.AddPort(lp.port); err != nil || i != lp.index {
-		sw.chain.sec.RemovePolicy(lp.index)
-		if err == nil {
-			// Only the switch adds ports to its engine, under sw.mu.
-			panic(fmt.Sprintf("vswitch: engine gave index %d, FreeIndex said %d", i, lp.index))
+	// The policy first, at the index the port gets: its first packet is
+	// checked.
+	at := -1
+	index, err := sw.engine.AddPort(lp.port, func(index int) error {
+		at = index
+		if sw.stale[index] {
+			sw.forgetIndex(index)
+			delete(sw.stale, index)
 		}
-		return errors.Join(fmt.Errorf("port %s: %w", spec, err), lp.port.Close(nil))
+		return sw.chain.sec.SetPolicy(index, portPolicy(index, spec, routes))
+	})
+	if err != nil {
+		err = fmt.Errorf("port %s: %w", spec, err)
+		if errors.Is(err, engine.ErrNotAdopted) {
+			// The engine closes the device once no worker can use it;
+			// until then the policy keeps checking what it sends.
+			if at >= 0 {
+				sw.markStale(at)
+			}
+			return err
+		}
+		return errors.Join(err, lp.port.Close(nil))
 	}
+	lp.index = index
 	sw.cfg, sw.ports = next, append(sw.ports, lp)
 	pol, _ := sw.chain.sec.Policy(lp.index)
 	sw.warnNoSources(spec.Name, pol)
@@ -108,21 +128,41 @@ func (sw *Switch) removePort(name string) error {
 		}
 	}
 	lp := sw.ports[i]
-	if err := sw.engine.RemovePort(lp.index); err != nil {
+	switch err := sw.engine.RemovePort(lp.index); {
+	case errors.Is(err, engine.ErrNotAdopted):
+		// Removed all the same; a late worker may still read the port,
+		// so its policy stays (the next port at the index replaces it).
+		sw.log.Warn("port removed; its device is closed once every worker has let it go", "port", name, "err", err)
+		sw.markStale(lp.index)
+	case err != nil:
 		return fmt.Errorf("port %s: %w", name, err)
+	default:
+		sw.chain.sec.RemovePolicy(lp.index)
 	}
-	sw.chain.sec.RemovePolicy(lp.index)
-	if sw.chain.fwd != nil {
-		sw.chain.fwd.ForgetPort(lp.index)
-	}
-	if sw.chain.bridge != nil {
-		sw.chain.bridge.ForgetPort(lp.index)
-	}
+	sw.forgetIndex(lp.index)
 	sw.cfg.Ports = slices.Delete(sw.cfg.Ports, i, i+1)
 	sw.ports = slices.Delete(sw.ports, i, i+1)
 	sw.resizeShares()
 	sw.log.Info("port removed", "port", name)
 	return nil
+}
+
+func (sw *Switch) markStale(index int) {
+	if sw.stale == nil {
+		sw.stale = map[int]bool{}
+	}
+	sw.stale[index] = true
+}
+
+// forgetIndex forgets what the forwarder and the bridge learned on the
+// port at index (each table is copied: not for every port added).
+func (sw *Switch) forgetIndex(index int) {
+	if sw.chain.fwd != nil {
+		sw.chain.fwd.ForgetPort(index)
+	}
+	if sw.chain.bridge != nil {
+		sw.chain.bridge.ForgetPort(index)
+	}
 }
 
 // AddRoute routes rt.Prefix to the TUN port rt.Port. A port whose
@@ -205,12 +245,17 @@ func (sw *Switch) resizeShares() {
 // Apply changes the running switch into cfg (a configuration file read
 // again, on SIGHUP): ports and routes that are gone are removed, new
 // ones added, and a port whose spec changed is removed and added again.
-// It returns what it changed, one line each. An invalid cfg, or one that
-// differs in what cannot change live (workers, services, filters),
-// changes nothing. New ports' devices are opened before anything is
-// removed, so a device that cannot be opened changes nothing either;
-// only an error after that (re-adding a changed port) leaves the switch
-// part-way, with the returned lines saying how far it got.
+// It returns what it changed, one line each. The whole change is checked
+// before anything is touched: an invalid cfg, one that differs in what
+// cannot change live (workers, services, filters, the kind of ports the
+// switch forwards) or gives a port a policy that does not compile,
+// changes nothing. New devices (new ports', and those of changed ports
+// that move to another namespace) are opened before anything is
+// removed, so a device that cannot be opened changes nothing either,
+// and those opened are closed again. Only an error after that (a changed
+// port whose device cannot be opened again once closed, a worker that
+// does not take up a change) leaves the switch part-way, with the
+// returned lines saying how far it got.
 func (sw *Switch) Apply(cfg Config) ([]string, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = 1
@@ -220,7 +265,7 @@ func (sw *Switch) Apply(cfg Config) ([]string, error) {
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	cur := sw.cfg
+	cur := sw.cfg.clone()
 	var fixed []string
 	if cfg.Workers != cur.Workers {
 		fixed = append(fixed, fmt.Sprintf("workers %d → %d", cur.Workers, cfg.Workers))
@@ -248,23 +293,24 @@ func (sw *Switch) Apply(cfg Config) ([]string, error) {
 			changed = append(changed, p.Name)
 		}
 	}
-	var added []PortSpec
-	for _, p := range cfg.Ports {
-		if _, ok := specOf(cur, p.Name); !ok {
-			added = append(added, p)
-		}
+	if err := sw.checkPorts(cfg); err != nil {
+		return nil, fmt.Errorf("%w; nothing was changed", err)
 	}
 	routeTo := func(c Config, r RouteSpec) bool {
 		return slices.ContainsFunc(c.Routes, func(o RouteSpec) bool { return o.Prefix == r.Prefix && o.Port == r.Port })
 	}
-	// Open what is new before anything goes.
+	// Open what is new before anything goes: a changed port's device
+	// in the same namespace is the one open now, opened again below.
 	opened := map[string]*livePort{}
 	closeOpened := func() {
 		for _, lp := range opened {
 			_ = lp.port.Close(nil)
 		}
 	}
-	for _, p := range added {
+	for _, p := range cfg.Ports {
+		if i := cur.portIndex(p.Name); i >= 0 && (cur.Ports[i].String() == p.String() || cur.Ports[i].NetNS == p.NetNS) {
+			continue
+		}
 		lp, err := sw.openPort(p, sw.tuning.device(p, cfg.Workers))
 		if err != nil {
 			closeOpened()
@@ -322,6 +368,23 @@ func (sw *Switch) Apply(cfg Config) ([]string, error) {
 		}
 	}
 	return done, nil
+}
+
+// checkPorts checks what adding cfg's ports would refuse, for Apply to
+// refuse it before anything changes: a kind of port the running switch
+// cannot take, a policy that does not compile.
+func (sw *Switch) checkPorts(cfg Config) error {
+	policies := map[int]program.PortPolicy{}
+	for i, p := range cfg.Ports {
+		if err := sw.takes(p); err != nil {
+			return err
+		}
+		policies[i] = portPolicy(i, p, cfg.Routes)
+	}
+	if _, err := program.NewPortSecurity(policies); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
 }
 
 // PortView is one port as the switch runs it.

@@ -237,3 +237,54 @@ func TestSwitchAddPortDeviceError(t *testing.T) {
 	}
 	stop()
 }
+
+// A configuration file read again on SIGHUP is checked as a whole before
+// anything changes. One that turns the TUN ports into TAP ports is valid
+// on its own, but a running switch's programs are those of its ports'
+// kind: it is refused, the switch keeps its ports and routes and they
+// still forward. One whose second new port cannot be opened removes
+// nothing, and the first new port's device is closed again; nor does one
+// that moves a port to a namespace that does not exist.
+func TestSwitchApplyChecksFirst(t *testing.T) {
+	gs := newGuests(t, 3)
+	a, b, c := gs[0], gs[1], gs[2]
+	sw, stop := startSwitchConfig(t, gs[:2], Config{})
+	ping(t, a, b.v4)
+	running := sw.Config().Text()
+	port := func(g *guest, kind string) string {
+		return "port " + strings.Replace(g.spec(t, "").String(), "tun:", kind+":", 1) + "\n"
+	}
+	routes := func(g *guest) string {
+		var s strings.Builder
+		for _, r := range g.routes(t) {
+			fmt.Fprintf(&s, "route %s\n", r)
+		}
+		return s.String()
+	}
+	for name, tc := range map[string]struct {
+		text string
+		want error
+	}{
+		"tun ports turned tap": {port(a, "tap") + port(b, "tap"), ErrRestart},
+		// b's routes would go, c would come, but sn9 cannot be opened.
+		"a new port that cannot be opened": {port(a, "tun") + routes(a) + port(b, "tun") + port(c, "tun") + "port tun:sn9,netns=softnet-no-such-ns\n", ErrDevice},
+		// b's device would be b's no more, but the new one cannot be opened.
+		"a port moved to a missing namespace": {port(a, "tun") + routes(a) + "port tun:" + b.dev + ",netns=softnet-no-such-ns\n" + routes(b), ErrDevice},
+	} {
+		cfg, err := ParseConfig("test.conf", strings.NewReader(tc.text))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		changes, err := sw.Apply(cfg)
+		if !errors.Is(err, tc.want) || len(changes) > 0 {
+			t.Errorf("%s: %v, changes %q; want %v and none", name, err, changes, tc.want)
+		}
+		if got := sw.Config().Text(); got != running {
+			t.Errorf("%s: the refused configuration changed the switch:\n%s", name, got)
+		}
+		gone(t, c)
+		ping(t, a, b.v4)
+		ping(t, b, a.v6)
+	}
+	stop()
+}

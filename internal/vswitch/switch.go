@@ -188,6 +188,10 @@ type Switch struct {
 	mu    sync.Mutex
 	cfg   Config      // what runs now
 	ports []*livePort // in cfg.Ports order
+	// stale are the indexes of ports that a late worker may have used
+	// after they were forgotten (engine.ErrNotAdopted): the next port
+	// there forgets what the worker learned.
+	stale map[int]bool
 
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
