@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
 
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
@@ -33,31 +35,44 @@ type (
 	monitorRef struct{ DropMonitor }
 )
 
-// SetTap attaches t to the port with the given index, replacing any tap
-// it had; nil detaches. Workers see the change at their next burst. A
-// detached tap may still be called by a burst in progress: wait for a
-// round (Stats changing) before freeing what it uses.
+// ErrTapBusy is SetTap's error for a port that has a tap already.
+var ErrTapBusy = errors.New("the port has a tap already")
+
+// SetTap attaches t to the port with the given index if the port has no
+// tap, and fails with ErrTapBusy if it has one: a tap is never replaced,
+// so a capture that looked a port up before its index went to another
+// port cannot silence that port's capture. Workers see the tap at their
+// next burst; RemovePort takes it off with the port. t must be comparable (a pointer), as ClearTap compares it.
 func (e *Engine) SetTap(portIndex int, t Tap) error {
+	switch {
+	case t == nil:
+		return fmt.Errorf("engine: port %d: a nil tap (ClearTap detaches)", portIndex)
+	case !reflect.TypeOf(t).Comparable():
+		return fmt.Errorf("engine: port %d: a tap of type %T, which ClearTap cannot compare", portIndex, t)
+	}
 	p := e.set.Load().port(portIndex)
 	if p == nil {
 		return fmt.Errorf("engine: port %d: %w", portIndex, ErrNoPort)
 	}
-	var ref *tapRef
-	if t != nil {
-		ref = &tapRef{t}
+	if !p.tap.CompareAndSwap(nil, &tapRef{t}) {
+		return fmt.Errorf("engine: port %d (%s): %w", portIndex, p.info.Name, ErrTapBusy)
 	}
-	p.tap.Store(ref)
 	return nil
 }
 
 // ClearTap detaches t from the port with the given index if t is its
 // tap, and reports whether it was: a capture that ends clears its own
-// tap, never the one of a port that took the index since.
+// tap, never the one of a port that took the index since. A detached
+// tap may still be called by a burst in progress: wait for a round
+// (Stats changing) before freeing what it uses.
 func (e *Engine) ClearTap(portIndex int, t Tap) bool {
 	p := e.set.Load().port(portIndex)
 	if p == nil {
 		return false
 	}
+	// Only t's own installation comes off: the swap fails if the tap
+	// changed since the load, and SetTap's check keeps the comparison
+	// from panicking.
 	ref := p.tap.Load()
 	return ref != nil && ref.Tap == t && p.tap.CompareAndSwap(ref, nil)
 }

@@ -378,15 +378,17 @@ func newCaptureCmd(client func() *control.Client) *cobra.Command {
 	var (
 		dir, file, filter string
 		count, snaplen    int
+		bufferKiB         int
 	)
 	cmd := &cobra.Command{
-		Use:   "capture PORT [--dir rx|tx|both] [-c COUNT] [--snaplen N] [--filter EXPR] -w FILE|-",
+		Use:   "capture PORT [--dir rx|tx|both] [-c COUNT] [--snaplen N] [-B KiB] [--filter EXPR] -w FILE|-",
 		Short: "Capture a port's packets into a pcap file that tcpdump and Wireshark read",
 		Long: `capture copies the packets a port receives and transmits into a pcap file
 (LINKTYPE_RAW for TUN ports, LINKTYPE_ETHERNET for TAP ports), as the device
 saw them: a GSO packet is one large packet. The switch copies packets out of
-its workers into a bounded buffer; a reader that cannot keep up loses
-copies, counted and reported at the end, never forwarded packets.
+its workers into one buffer of --buffer-size KiB, shared by all workers; a
+packet that finds it full because the reader cannot keep up is dropped from
+the capture, counted and reported at the end, and still forwarded.
 
 The filter is a conjunction of "host ADDR", "net PREFIX",
 "proto tcp|udp|icmp|icmpv6|arp" and "port N", joined by "and".`,
@@ -397,7 +399,7 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 			if file == "" {
 				return usageError{errors.New("capture: -w FILE or -w - is required")}
 			}
-			q := url.Values{"port": {args[0]}, "dir": {dir}, "filter": {filter}}
+			q := url.Values{"port": {args[0]}, "dir": {dir}, "filter": {filter}, "buffer": {strconv.Itoa(bufferKiB)}}
 			if count > 0 {
 				q.Set("count", strconv.Itoa(count))
 			}
@@ -427,7 +429,7 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 			if resp.Trailer.Get("Softnet-End") == "port-removed" {
 				why = "; the port was removed from the switch"
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s copies lost by the capture%s\n", n, lost, why)
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s packets dropped because the capture's buffer was full%s\n", n, lost, why)
 			if err != nil && cmd.Context().Err() == nil {
 				return err
 			}
@@ -438,6 +440,7 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 	f.StringVar(&dir, "dir", "both", "rx, tx or both")
 	f.IntVarP(&count, "count", "c", 0, "stop after COUNT packets")
 	f.IntVar(&snaplen, "snaplen", 0, "bytes kept of each packet (default: the port's largest frame)")
+	f.IntVarP(&bufferKiB, "buffer-size", "B", control.DefaultCaptureBufferKiB, fmt.Sprintf("the capture's buffer in KiB, %d to %d", control.MinCaptureBufferKiB, control.MaxCaptureBufferKiB))
 	f.StringVar(&filter, "filter", "", `capture only what matches, e.g. "host 198.18.1.1 and proto udp"`)
 	f.StringVarP(&file, "write", "w", "", "the pcap file to write, - for standard output")
 	return cmd

@@ -253,6 +253,13 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		t.Errorf("port list --json: %+v, %v", ports, err)
 	}
 
+	// A capture of the busy port with the smallest buffer keeps what it
+	// was asked for and says what it lost.
+	pcapFile := filepath.Join(t.TempDir(), "sc1.pcap")
+	if _, errOut, code := sp.ctl(t, "capture", "sc1", "-c", "4", "-B", "256", "--filter", "proto icmp", "-w", pcapFile); code != exitOK || !strings.Contains(errOut, "4 packets captured; 0 packets dropped because the capture's buffer was full") {
+		t.Errorf("capture: exit %d, stderr %q", code, errOut)
+	}
+
 	// What the switch refuses exits 1 with its message; a bad argument
 	// exits 2 before asking it.
 	for _, c := range []struct {
@@ -266,6 +273,7 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		{[]string{"route", "add", "198.18.3.0/24=sc1"}, exitFailure, "a route to 198.18.3.0/24"},
 		{[]string{"route", "add", "198.18.9.0/24=nope"}, exitFailure, "no port nope"},
 		{[]string{"route", "del", "198.18.9.0/24"}, exitFailure, "not found"},
+		{[]string{"capture", "sc1", "-B", "64", "-w", "-"}, exitFailure, `buffer="64": want 256 to 65536`},
 		{[]string{"port", "add", "tux:sc9"}, exitUsage, `unknown kind "tux"`},
 		{[]string{"port", "add"}, exitUsage, "needs SPEC"},
 		{[]string{"route", "add", "198.18.9.0/24"}, exitUsage, "want PREFIX=PORT"},

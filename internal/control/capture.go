@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -17,13 +18,15 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/internal/cacheline"
 	"softnet.dev/packet"
-	"softnet.dev/ring"
 )
 
-// captureSlots is the number of packets a worker can have copied and not
-// yet written per capture: past that, copies are lost (counted), never
-// the packets.
-const captureSlots = 256
+// A capture's buffer, in KiB as tcpdump's -B takes it: one budget that
+// every worker's copies share, whatever the number of workers.
+const (
+	DefaultCaptureBufferKiB = 4 << 10
+	MinCaptureBufferKiB     = 256 // holds a few copies of the largest frame
+	MaxCaptureBufferKiB     = 64 << 10
+)
 
 // captureFilter is a conjunction of terms: `host ADDR`, `net PREFIX`,
 // `proto tcp|udp|icmp|icmpv6|arp` and `port N`, joined by `and`.
@@ -126,79 +129,172 @@ type captureOptions struct {
 	rx, tx  bool
 	snaplen int
 	count   int // 0: until the client goes away
+	buffer  int // bytes
 	filter  captureFilter
 }
 
-// capture is an engine.Tap that copies a port's packets into per-worker
-// slots, from which Write takes them in order of arrival per worker.
+// capture is an engine.Tap that copies a port's packets into its
+// buffer, from which write takes them in the order they were copied.
 type capture struct {
-	opts  captureOptions
-	lanes []captureLane
+	opts captureOptions
+	buf  *captureBuffer
 }
 
-type captureLane struct {
-	_     cacheline.Pad
-	free  *ring.SPSC[int32] // slots the writer gave back
-	full  *ring.SPSC[int32] // slots the worker filled
-	slots [][]byte
-	meta  []gopacket.CaptureInfo
-	hdrs  packet.Headers
-	lostN uint64        // the worker's count
-	lost  atomic.Uint64 // published for the writer
-	_     cacheline.Pad
-}
-
-func newCapture(o captureOptions, workers int) (*capture, error) {
-	c := &capture{opts: o, lanes: make([]captureLane, workers)}
-	for i := range c.lanes {
-		l := &c.lanes[i]
-		var err error
-		if l.free, err = ring.NewSPSC[int32](captureSlots); err != nil {
-			return nil, err
-		}
-		if l.full, err = ring.NewSPSC[int32](captureSlots); err != nil {
-			return nil, err
-		}
-		l.slots = make([][]byte, captureSlots)
-		l.meta = make([]gopacket.CaptureInfo, captureSlots)
-		for s := range l.slots {
-			l.slots[s] = make([]byte, o.snaplen)
-			l.free.Enqueue(int32(s))
-		}
+func newCapture(o captureOptions) (*capture, error) {
+	buf, err := newCaptureBuffer(o.buffer)
+	if err != nil {
+		return nil, err
 	}
-	return c, nil
+	return &capture{opts: o, buf: buf}, nil
 }
 
-// Tapped copies one packet, if it matches, into a free slot.
-func (c *capture) Tapped(worker, _ int, tx bool, b *buffer.Buf) {
-	if tx && !c.opts.tx || !tx && !c.opts.rx || worker >= len(c.lanes) {
+// Tapped copies one packet, if it matches, into the buffer, or counts it
+// lost if the buffer is full.
+func (c *capture) Tapped(_, _ int, tx bool, b *buffer.Buf) {
+	if tx && !c.opts.tx || !tx && !c.opts.rx {
 		return
 	}
-	l := &c.lanes[worker]
 	data := b.Bytes()
 	if !c.opts.filter.empty() {
-		if ok, _ := packet.Parse(data, c.opts.layer, &l.hdrs); !ok || !c.opts.filter.matches(&l.hdrs) {
+		var h packet.Headers
+		if ok, _ := packet.Parse(data, c.opts.layer, &h); !ok || !c.opts.filter.matches(&h) {
 			return
 		}
 	}
-	s, ok := l.free.Dequeue()
-	if !ok {
-		l.lostN++
-		l.lost.Store(l.lostN)
-		return
-	}
-	n := copy(l.slots[s], data)
-	l.meta[s] = gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: n, Length: len(data)}
-	l.full.Enqueue(s) // fits: there are as many places as slots
+	c.buf.put(data[:min(len(data), c.opts.snaplen)], len(data))
 }
 
-// lost returns the copies lost so far.
-func (c *capture) lost() uint64 {
-	var n uint64
-	for i := range c.lanes {
-		n += c.lanes[i].lost.Load()
+// lost returns the packets the capture could not keep so far.
+func (c *capture) lost() uint64 { return c.buf.missed.Load() }
+
+// captureChunk is the unit a capture's buffer is carved in: a copy takes
+// as many consecutive chunks as it needs, so that a small packet does not
+// cost a snaplen.
+const captureChunk = 128
+
+// captureRecord describes the copy that starts at its chunk.
+type captureRecord struct {
+	seq    atomic.Uint64 // pos+1 once the copy at position pos is complete
+	stamp  int64         // when the packet was seen, Unix nanoseconds
+	caplen int32         // bytes copied, or padToEnd
+	length int32         // the packet's length
+}
+
+// padToEnd marks the chunks from a record to the end of the ring as
+// unused: a copy that would wrap starts at the beginning instead.
+const padToEnd = -1
+
+// captureChunkCost is what one chunk costs of the budget.
+const captureChunkCost = captureChunk + int(unsafe.Sizeof(captureRecord{}))
+
+// captureBuffer is a ring of chunks that any number of workers copy
+// into and one writer takes from, in the order the copies were reserved.
+// A worker reserves a copy's chunks with one compare-and-swap on head and
+// publishes it with one store of its record's sequence number, as
+// ring.MPSC does with fixed-size elements; it never waits: a copy that
+// finds too few free chunks is counted missed. A slow worker holds up the
+// writer, never another worker.
+type captureBuffer struct {
+	data    []byte
+	records []captureRecord // by chunk
+	chunks  uint64
+
+	// head is the next chunk position to reserve, advanced by workers'
+	// CAS; positions run free and are taken modulo chunks.
+	_    cacheline.Pad
+	head atomic.Uint64
+	// tail is the next position to read. Only the writer stores it, once
+	// done with every chunk below it.
+	_    cacheline.Pad
+	tail atomic.Uint64
+	_    cacheline.Pad
+	// missed counts the copies that found the buffer full.
+	missed atomic.Uint64
+	_      cacheline.Pad
+}
+
+// newCaptureBuffer carves a buffer of budget bytes, chunks and records
+// together.
+func newCaptureBuffer(budget int) (*captureBuffer, error) {
+	n := budget / captureChunkCost
+	if n < 1 {
+		return nil, fmt.Errorf("capture buffer of %d bytes: want at least %d", budget, captureChunkCost)
 	}
-	return n
+	return &captureBuffer{data: make([]byte, n*captureChunk), records: make([]captureRecord, n), chunks: uint64(n)}, nil
+}
+
+// footprint is the memory the buffer holds: at most its budget.
+func (cb *captureBuffer) footprint() int {
+	return len(cb.data) + len(cb.records)*int(unsafe.Sizeof(captureRecord{}))
+}
+
+// chunksFor is the number of chunks a copy of n bytes takes.
+func chunksFor(n int) uint64 { return max(1, uint64(n+captureChunk-1)/captureChunk) }
+
+// put copies data, the start of a packet of length bytes, and reports
+// whether there was room. Any goroutine.
+func (cb *captureBuffer) put(data []byte, length int) bool {
+	need := chunksFor(len(data))
+	for {
+		// tail first: it never passes head, so head-tail cannot underflow.
+		tail := cb.tail.Load()
+		head := cb.head.Load()
+		used := head - tail
+		if used > cb.chunks {
+			continue // the writer and other workers moved between the loads
+		}
+		at := head % cb.chunks
+		var pad uint64
+		if at+need > cb.chunks {
+			pad = cb.chunks - at
+		}
+		if used+pad+need > cb.chunks {
+			cb.missed.Add(1)
+			return false
+		}
+		if !cb.head.CompareAndSwap(head, head+pad+need) {
+			continue
+		}
+		if pad > 0 {
+			r := &cb.records[at]
+			r.caplen = padToEnd
+			r.seq.Store(head + 1)
+			head, at = head+pad, 0
+		}
+		r := &cb.records[at]
+		r.caplen = int32(copy(cb.data[at*captureChunk:], data))
+		r.length = int32(length)
+		r.stamp = time.Now().UnixNano()
+		r.seq.Store(head + 1)
+		return true
+	}
+}
+
+// next returns the oldest copy, with its pcap record header, or false if
+// there is none or the worker copying it has not finished. The writer
+// only; release gives it back.
+func (cb *captureBuffer) next() (gopacket.CaptureInfo, []byte, bool) {
+	for {
+		tail := cb.tail.Load()
+		at := tail % cb.chunks
+		r := &cb.records[at]
+		if r.seq.Load() != tail+1 {
+			return gopacket.CaptureInfo{}, nil, false
+		}
+		if r.caplen == padToEnd {
+			cb.tail.Store(tail + cb.chunks - at)
+			continue
+		}
+		ci := gopacket.CaptureInfo{Timestamp: time.Unix(0, r.stamp), CaptureLength: int(r.caplen), Length: int(r.length)}
+		off := at * captureChunk
+		return ci, cb.data[off : off+uint64(r.caplen)], true
+	}
+}
+
+// release frees the copy next returned, whose record header is ci. The
+// writer only.
+func (cb *captureBuffer) release(ci gopacket.CaptureInfo) {
+	cb.tail.Store(cb.tail.Load() + chunksFor(ci.CaptureLength))
 }
 
 // linkType is the pcap link type of a port's packets.
@@ -219,7 +315,7 @@ const (
 
 // write streams the capture as pcap to w until count packets are
 // written, ctx ends or present reports the port gone (checked every
-// tick), calling flush after each pass over the lanes. It returns the
+// tick), calling flush after each pass over the buffer. It returns the
 // packets written and why it ended.
 func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present func() bool) (int, string, error) {
 	pw := pcapgo.NewWriterNanos(w)
@@ -232,25 +328,21 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 	defer tick.Stop()
 	for gone := false; ; {
 		moved := 0
-		for i := range c.lanes {
-			l := &c.lanes[i]
-			for {
-				s, ok := l.full.Dequeue()
-				if !ok {
-					break
-				}
-				ci := l.meta[s]
-				err := pw.WritePacket(ci, l.slots[s][:ci.CaptureLength])
-				l.free.Enqueue(s)
-				if err != nil {
-					return written, endError, err
-				}
-				written++
-				moved++
-				if c.opts.count > 0 && written == c.opts.count {
-					flush()
-					return written, endCount, nil
-				}
+		for {
+			ci, data, ok := c.buf.next()
+			if !ok {
+				break
+			}
+			err := pw.WritePacket(ci, data)
+			c.buf.release(ci)
+			if err != nil {
+				return written, endError, err
+			}
+			written++
+			moved++
+			if c.opts.count > 0 && written == c.opts.count {
+				flush()
+				return written, endCount, nil
 			}
 		}
 		if moved > 0 {
@@ -258,7 +350,7 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 		}
 		if gone {
 			// The pass after the port went took what its last bursts
-			// left in the lanes.
+			// left in the buffer.
 			return written, endRemoved, nil
 		}
 		select {

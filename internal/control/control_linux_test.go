@@ -341,7 +341,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	ls.ping(t, 1) // routes and neighbours settled
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := ls.client.Stream(ctx, "/v1/capture?port=ct0&count=6&filter=proto+icmp+and+host+198.18.2.1")
+	resp, err := ls.client.Stream(ctx, "/v1/capture?port=ct0&count=6&buffer=256&filter=proto+icmp+and+host+198.18.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,10 +357,25 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	if _, err := ls.client.Stream(ctx, "/v1/capture?port=ct0"); !errors.As(err, &refused) || refused.Status != http.StatusConflict {
 		t.Errorf("second capture: %v", err)
 	}
-	for _, bad := range []string{"port=nope", "port=ct0&dir=up", "port=ct0&filter=host+x", "port=ct0&snaplen=1"} {
+	for _, bad := range []string{"port=nope", "port=ct0&dir=up", "port=ct0&filter=host+x", "port=ct0&snaplen=1", "port=ct1&buffer=255", "port=ct1&buffer=65537"} {
 		if _, err := ls.client.Stream(ctx, "/v1/capture?"+bad); !errors.As(err, &refused) || refused.Status/100 != 4 {
 			t.Errorf("capture %s: %v", bad, err)
 		}
+	}
+	// A tap the server did not set (one a capture set on a port that
+	// took the index since) is not replaced either.
+	other, err := newCapture(captureOptions{snaplen: 64, buffer: MinCaptureBufferKiB << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.sw.Engine().SetTap(1, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ls.client.Stream(ctx, "/v1/capture?port=ct1"); !errors.As(err, &refused) || refused.Status != http.StatusConflict || !strings.Contains(refused.Message, "ct1: a capture is already running") {
+		t.Errorf("capture of a port with a tap: %v", err)
+	}
+	if !ls.sw.Engine().ClearTap(1, other) {
+		t.Error("a refused capture took the tap it found off")
 	}
 	ls.ping(t, 3)
 	if err := <-copied; err != nil {

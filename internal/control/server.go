@@ -387,7 +387,10 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if o.snaplen, err = queryInt(r, "snaplen", info.MaxFrame, 64, max(info.MaxFrame, 64)); err == nil {
 		if o.count, err = queryInt(r, "count", 0, 0, math.MaxInt32); err == nil {
-			o.filter, err = parseCaptureFilter(q.Get("filter"))
+			if o.buffer, err = queryInt(r, "buffer", DefaultCaptureBufferKiB, MinCaptureBufferKiB, MaxCaptureBufferKiB); err == nil {
+				o.buffer <<= 10
+				o.filter, err = parseCaptureFilter(q.Get("filter"))
+			}
 		}
 	}
 	if err != nil {
@@ -399,7 +402,7 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release(pv.Device)
-	c, err := newCapture(o, len(eng.Stats().Workers))
+	c, err := newCapture(o)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -415,7 +418,11 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		// Removed since the look-up; the tap, if set on a port that took
 		// the index since, comes off again.
 		eng.ClearTap(pv.Index, c)
-		writeError(w, http.StatusNotFound, fmt.Sprintf("port %s: removed", info.Name))
+		if errors.Is(err, engine.ErrTapBusy) && present() {
+			writeError(w, http.StatusConflict, fmt.Sprintf("port %s: a capture is already running", info.Name))
+		} else {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("port %s: removed", info.Name))
+		}
 		return
 	}
 	w.Header().Set("Content-Type", "application/vnd.tcpdump.pcap")
