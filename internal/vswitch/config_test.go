@@ -32,6 +32,8 @@ func TestParsePort(t *testing.T) {
 		"tap:g,mac=02-00-00-00-00-01+02:00:00:00:00:02,dhcp-server=on,allow=none": "tap:g,allow=none,mac=02:00:00:00:00:01+02:00:00:00:00:02,dhcp-server=on",
 		"tap:g,router=on,dhcp-server=on":                                          "tap:g,dhcp-server=on,router=on",
 		"tun:g,router=off":                                                        "tun:g",
+		// softnet switch --help's example of a locked TAP port.
+		"tap:vm1,mac=02:00:00:00:00:07,allow=198.18.7.1+2001:db8:7::1": "tap:vm1,allow=198.18.7.1/32+2001:db8:7::1/128,mac=02:00:00:00:00:07",
 	} {
 		p, err := ParsePort(in)
 		if err != nil || p.String() != want || p.GRO != (p.Offload && !strings.Contains(in, "gro=off")) {
