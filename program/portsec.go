@@ -47,8 +47,8 @@ type PortPolicy struct {
 // chain before the forwarder or bridge, so that nothing it drops is
 // learned; the engine counts its drops by reason per ingress port.
 //
-// The last two look past every IPv6 extension header to the upper-layer
-// header, as RFC 7113 asks of an RA guard: a first fragment whose header
+// The DHCP and RA checks look past every IPv6 extension header to the
+// upper-layer header, as RFC 7113 asks of an RA guard: a first fragment whose header
 // chain ends before the upper-layer header does may be hiding a router
 // advertisement, and is dropped with drop.RAGuard on a port that is not
 // a router. Later fragments pass: without their first they reassemble
@@ -255,8 +255,8 @@ func (s *PortSecurity) Run(b *Batch) {
 		h, ok := b.Undecided(i)
 		if !ok {
 			if h != nil && h.Proto == packet.EtherTypeIPv6 && b.Verdicts[i] == DropVerdict(drop.HdrTrunc) {
-				// Parse stopped in the header chain or the transport
-				// header: say so if the guard is why it matters.
+				// Cut short in its header chain or transport header: a
+				// first fragment so cut is the RA guard's to drop.
 				b.Verdicts[i] = r.cutShort(h.Fragment)
 			}
 			continue
