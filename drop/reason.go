@@ -43,6 +43,11 @@ const (
 	// DHCPServer: a DHCP or DHCPv6 server (or relay) message from a port
 	// not allowed to run one (a rogue DHCP server).
 	DHCPServer
+	// RAGuard: an IPv6 router advertisement or redirect from a port that
+	// is not a router (RFC 6105's RA guard), or a first fragment whose
+	// header chain is cut short, so the guard cannot see what it carries
+	// (RFC 7113).
+	RAGuard
 	NumReasons // the number of reasons; not a reason
 )
 
@@ -71,6 +76,7 @@ var reasonNames = [NumReasons]string{
 	ARPSpoof:       "ARP_SPOOF",
 	NDiscSpoof:     "IPV6_NDISC_SPOOF",
 	DHCPServer:     "DHCP_SERVER",
+	RAGuard:        "IPV6_RA_GUARD",
 }
 
 // String returns the kernel-style name, such as "HDR_TRUNC".

@@ -1,6 +1,7 @@
 package program
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -27,6 +28,12 @@ type PortPolicy struct {
 	// port 67 or 547) out of the port; without it they are dropped with
 	// drop.DHCPServer, so a guest cannot hand out addresses or routes.
 	DHCPServer bool
+	// Router lets IPv6 router advertisements and redirects out of the
+	// port; without it they are dropped with drop.RAGuard (RFC 6105's RA
+	// guard), so a guest cannot make itself its neighbours' default
+	// router, hand them prefixes to autoconfigure or redirect their
+	// traffic.
+	Router bool
 }
 
 // PortSecurity drops what a guest sends as someone else, by ingress
@@ -35,9 +42,17 @@ type PortPolicy struct {
 // MACs outside its MACs (drop.MACSpoof), ARP packets whose sender claims
 // another address or MAC (drop.ARPSpoof), IPv6 neighbour solicitations
 // and advertisements that claim another address or link-layer address
-// (drop.NDiscSpoof), and DHCP server messages (drop.DHCPServer). It goes
-// in the chain before the forwarder or bridge, so that nothing it drops
-// is learned; the engine counts its drops by reason per ingress port.
+// (drop.NDiscSpoof), DHCP server messages (drop.DHCPServer), and IPv6
+// router advertisements and redirects (drop.RAGuard). It goes in the
+// chain before the forwarder or bridge, so that nothing it drops is
+// learned; the engine counts its drops by reason per ingress port.
+//
+// The DHCP and RA checks look past every IPv6 extension header to the
+// upper-layer header, as RFC 7113 asks of an RA guard: a first fragment whose header
+// chain ends before the upper-layer header does may be hiding a router
+// advertisement, and is dropped with drop.RAGuard on a port that is not
+// a router. Later fragments pass: without their first they reassemble
+// into nothing.
 //
 // The unspecified source address passes only where a host that has no
 // address yet needs it: a DHCP client's request (UDP 68 to 67) and IPv6
@@ -239,6 +254,11 @@ func (s *PortSecurity) Run(b *Batch) {
 	for i := range b.Len() {
 		h, ok := b.Undecided(i)
 		if !ok {
+			if h != nil && h.Proto == packet.EtherTypeIPv6 && b.Verdicts[i] == DropVerdict(drop.HdrTrunc) {
+				// Cut short in its header chain or transport header: a
+				// first fragment so cut is the RA guard's to drop.
+				b.Verdicts[i] = r.cutShort(h.Fragment)
+			}
 			continue
 		}
 		if v := r.check(b.Bufs[i].Bytes(), b.Layer, h); v != PassVerdict {
@@ -250,8 +270,10 @@ func (s *PortSecurity) Run(b *Batch) {
 // ICMPv6 types and NDP options checked.
 const (
 	icmp6MLDv2Report       = 143
+	icmp6RouterAdvert      = 134
 	icmp6NeighborSolicit   = 135
 	icmp6NeighborAdvert    = 136
+	icmp6Redirect          = 137
 	ndpOptSourceLinkLayer  = 1
 	ndpOptTargetLinkLayer  = 2
 	ndpHeaderLen           = 24 // ICMPv6 header, flags or reserved, target
@@ -276,11 +298,10 @@ func (r *portRules) check(pkt []byte, layer packet.Layer, h *packet.Headers) Ver
 	if h.Proto != packet.EtherTypeIPv4 && h.Proto != packet.EtherTypeIPv6 {
 		return PassVerdict
 	}
-	l4 := h.L4Off > 0
-	if l4 && h.IPProto == protoUDP && !r.policy.DHCPServer &&
-		(h.Proto == packet.EtherTypeIPv4 && h.SrcPort == dhcpServerPort || h.Proto == packet.EtherTypeIPv6 && h.SrcPort == dhcp6ServerPort) {
-		return DropVerdict(drop.DHCPServer)
+	if v := r.checkServers(pkt, h); v != PassVerdict {
+		return v
 	}
+	l4 := h.L4Off > 0
 	ndp := l4 && h.IPProto == protoICMPv6 && (h.SrcPort == icmp6NeighborSolicit || h.SrcPort == icmp6NeighborAdvert)
 	switch {
 	case r.allows(h.SrcIP):
@@ -295,6 +316,119 @@ func (r *portRules) check(pkt []byte, layer packet.Layer, h *packet.Headers) Ver
 		return r.checkNDP(pkt[h.L4Off:], h)
 	}
 	return PassVerdict
+}
+
+// checkServers drops what only DHCP servers and routers send, from a port
+// that may not run one.
+func (r *portRules) checkServers(pkt []byte, h *packet.Headers) Verdict {
+	if r.policy.DHCPServer && r.policy.Router {
+		return PassVerdict
+	}
+	proto, l4 := h.IPProto, []byte(nil)
+	switch {
+	case h.L4Off > 0:
+		l4 = pkt[h.L4Off:]
+	case h.Proto == packet.EtherTypeIPv6 && ipv6Extension(h.IPProto):
+		// Parse stopped at an extension header it does not step over
+		// (AH, mobility, ...), or at a later fragment's next header.
+		var fragment int
+		var ok bool
+		proto, l4, fragment, ok = ipv6UpperLayer(pkt[h.L3Off : h.L3Off+h.L3Len])
+		if fragment > 0 {
+			return PassVerdict
+		}
+		// UDP's header and ICMPv6's are both 8 bytes long.
+		if !ok || (proto == protoUDP || proto == protoICMPv6) && len(l4) < packet.UDPHeaderLen {
+			return r.cutShort(fragment == 0)
+		}
+	default:
+		return PassVerdict
+	}
+	switch {
+	case proto == protoUDP && !r.policy.DHCPServer:
+		if src := binary.BigEndian.Uint16(l4); h.Proto == packet.EtherTypeIPv4 && src == dhcpServerPort ||
+			h.Proto == packet.EtherTypeIPv6 && src == dhcp6ServerPort {
+			return DropVerdict(drop.DHCPServer)
+		}
+	case proto == protoICMPv6 && h.Proto == packet.EtherTypeIPv6 && !r.policy.Router:
+		if l4[0] == icmp6RouterAdvert || l4[0] == icmp6Redirect {
+			return DropVerdict(drop.RAGuard)
+		}
+	}
+	return PassVerdict
+}
+
+// cutShort is the verdict on an IPv6 packet whose header chain or
+// upper-layer header runs past its end: a first fragment (fragment) may
+// be hiding a router advertisement in the fragments that follow, and RFC
+// 7113 has the RA guard drop it; anything else is merely truncated.
+func (r *portRules) cutShort(fragment bool) Verdict {
+	if fragment && !r.policy.Router {
+		return DropVerdict(drop.RAGuard)
+	}
+	return DropVerdict(drop.HdrTrunc)
+}
+
+// IPv6 extension headers by next-header value: those Parse steps over,
+// AH, and those in RFC 6564's uniform format (mobility, HIP, shim6 and
+// the two experimental values), which it does not.
+const (
+	ipv6HopByHop    = 0
+	ipv6Routing     = 43
+	ipv6Fragment    = 44
+	ipv6AuthHeader  = 51
+	ipv6DestOptions = 60
+	ipv6Mobility    = 135
+	ipv6HIP         = 139
+	ipv6Shim6       = 140
+	ipv6Experiment1 = 253
+	ipv6Experiment2 = 254
+	ipv6ExtUnit     = 8 // lengths count 8-byte units (AH's 4-byte ones)
+)
+
+func ipv6Extension(proto uint8) bool {
+	switch proto {
+	case ipv6HopByHop, ipv6Routing, ipv6Fragment, ipv6AuthHeader, ipv6DestOptions,
+		ipv6Mobility, ipv6HIP, ipv6Shim6, ipv6Experiment1, ipv6Experiment2:
+		return true
+	}
+	return false
+}
+
+// ipv6UpperLayer walks the extension headers of the IPv6 packet ip (its
+// 40-byte header included, ending where its payload length says) to the
+// upper-layer header: its protocol and the bytes from it to the end.
+// fragment is -1 if there is no fragment header, else the fragment's
+// offset; one other than the first (offset > 0) ends the walk, its
+// upper-layer header being in the first. ok is false if the chain runs
+// past the end of ip. ESP ends the chain: what follows it is encrypted
+// (RFC 7112 counts it as the upper layer). Each header is at least 8
+// bytes long, so the walk ends within len(ip)/8 steps.
+func ipv6UpperLayer(ip []byte) (proto uint8, l4 []byte, fragment int, ok bool) {
+	proto, fragment = ip[6], -1
+	off := packet.IPv6HeaderLen
+	for ipv6Extension(proto) {
+		if len(ip)-off < ipv6ExtUnit {
+			return proto, nil, fragment, false
+		}
+		n := (int(ip[off+1]) + 1) * ipv6ExtUnit
+		switch proto {
+		case ipv6AuthHeader:
+			n = (int(ip[off+1]) + 2) * 4 // RFC 4302
+		case ipv6Fragment:
+			fragment = int(binary.BigEndian.Uint16(ip[off+2:]) >> 3)
+			if fragment > 0 {
+				return ip[off], nil, fragment, true
+			}
+			n = ipv6ExtUnit
+		}
+		if len(ip)-off < n {
+			return proto, nil, fragment, false
+		}
+		proto = ip[off]
+		off += n
+	}
+	return proto, ip[off:], fragment, true
 }
 
 // unspecifiedSourceNeeded reports whether h is a packet a host sends

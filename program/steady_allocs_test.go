@@ -36,6 +36,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lla := linkLocalEUI64(mac(1)).String()
 	secL2 := e.batch(packet.L2, 1, 0,
 		ether(mac(2), mac(1), packet.EtherTypeIPv4, udp("198.18.1.1", "198.18.2.1")),
 		ether(mac(2), mac(3), packet.EtherTypeIPv4, udp("198.18.1.1", "198.18.2.1")),
@@ -43,7 +44,12 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		arpFrame(packet.ARPReply, mac(1), "198.18.2.1", mac(2), "198.18.2.1"),
 		naClaim(mac(1), mac(2), "2001:db8:1::1", "2001:db8:1::2", "2001:db8:2::1", mac(1)),
 		nsFrame(mac(1), "2001:db8:1::1", "2001:db8:2::1"),
-		ether(mac(2), mac(1), packet.EtherTypeIPv4, dhcpReply("198.18.1.1", "198.18.2.1")))
+		ether(mac(2), mac(1), packet.EtherTypeIPv4, dhcpReply("198.18.1.1", "198.18.2.1")),
+		// The RA guard: in plain sight, behind AH, and a first fragment
+		// whose chain is cut short.
+		ether(mac(2), mac(1), packet.EtherTypeIPv6, ipPkt(lla, "ff02::1", packet.ProtoICMPv6, icmp6RouterAdvert, 0)),
+		ether(mac(2), mac(1), packet.EtherTypeIPv6, ipv6Chain(lla, "ff02::1", authHeader(), icmp6(icmp6RouterAdvert))),
+		ether(mac(2), mac(1), packet.EtherTypeIPv6, ipv6Chain(lla, "ff02::1", fragmentHeader(0, true), truncated(options(ipv6DestOptions, 2), 8))))
 
 	for _, tc := range []struct {
 		p Program
@@ -64,7 +70,8 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	wantVerdicts(t, l3, RedirectVerdict(2), RedirectVerdict(2), RedirectVerdict(3), FloodVerdict, DropVerdict(drop.NoRoute))
 	wantVerdicts(t, l2, RedirectVerdict(2), FloodVerdict, FloodVerdict, FloodVerdict, DropVerdict(drop.NoRoute))
 	wantVerdicts(t, secL2, PassVerdict, DropVerdict(drop.MACSpoof), DropVerdict(drop.IPRPFilter),
-		DropVerdict(drop.ARPSpoof), DropVerdict(drop.NDiscSpoof), PassVerdict, DropVerdict(drop.DHCPServer))
+		DropVerdict(drop.ARPSpoof), DropVerdict(drop.NDiscSpoof), PassVerdict, DropVerdict(drop.DHCPServer),
+		DropVerdict(drop.RAGuard), DropVerdict(drop.RAGuard), DropVerdict(drop.RAGuard))
 	for i, v := range fl.Verdicts[:fl.Len()] {
 		// Packet 2 goes to port 22; packets 2 and 5 come from 10.9.0.1.
 		if want := i != 2 && i != 5; (v == PassVerdict) != want {

@@ -41,14 +41,19 @@ func newSwitchCmd() *cobra.Command {
 		Long: `switch connects network namespaces, containers and VMs through TUN (L3) or
 TAP (L2) devices. TUN ports are routed by the L3 forwarder (static routes
 first, then source addresses learned per port where no route covers them;
-TTL is decremented); TAP ports are bridged by MAC address. Guests cannot
-impersonate each other: each port may send only from its allowed
-addresses (and MACs), and learning never overrides a route. Addresses
-inside the guests are the operator's business: configure them with ip(8)
-once the switch has created the devices.
+TTL is decremented); TAP ports are bridged by MAC address. A TUN guest
+cannot impersonate another: it may send only from the prefixes routed to
+it, and learning never overrides a route. A TAP port, like a port of the
+kernel's bridge, takes any source address and MAC (allow=any, no MAC
+lock) until mac= and allow= lock it, as in
+tap:vm1,mac=02:00:00:00:00:07,allow=198.18.7.1+2001:db8:7::1. No guest
+may advertise itself as an IPv6 router or answer DHCP unless router=on or
+dhcp-server=on. Addresses inside the guests are the operator's business:
+configure them with ip(8) once the switch has created the devices.
 
 A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
-[,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]:
+[,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
+[,router=on|off]:
   kind      tun or tap
   NAME      the device: created if missing (and removed at exit), else
             attached to and left as found
@@ -61,13 +66,16 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
   allow     source addresses the guest may send from, and claim in ARP
             and neighbour discovery; others are dropped as IP_RPFILTER
             (ARP_SPOOF, IPV6_NDISC_SPOOF). Default: the prefixes routed to
-            a tun port, any on a tap port; allow=any for a router guest
+            a tun port, any on a tap port; allow=any for a guest that
+            routes for others
   mac       tap only: the source MACs the guest may use (MAC_SPOOF),
             their EUI-64 link-local addresses allowed too (default any);
             with allow= and no mac=, list fe80::/64 for IPv6 link-local
             traffic (neighbour and router discovery)
   dhcp-server  let DHCP/DHCPv6 server messages out of the guest (off:
             dropped as DHCP_SERVER)
+  router    let IPv6 router advertisements and redirects out of the
+            guest (off: dropped as IPV6_RA_GUARD, RFC 6105's RA guard)
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
@@ -212,7 +220,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)

@@ -135,7 +135,7 @@ func TestAPI(t *testing.T) {
 	}
 	// The default port security: each port may send from what is routed
 	// to it.
-	if len(ports) == 2 && (ports[0].Allow != "198.18.1.0/24" || ports[1].Allow != "198.18.2.0/24" || ports[0].DHCPServer) {
+	if len(ports) == 2 && (ports[0].Allow != "198.18.1.0/24" || ports[1].Allow != "198.18.2.0/24" || ports[0].DHCPServer || ports[0].Router) {
 		t.Errorf("ports' security %+v", ports)
 	}
 	var routes []Route

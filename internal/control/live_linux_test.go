@@ -89,8 +89,8 @@ func mustExec(t *testing.T, ns *netnstest.NS, args ...string) {
 func TestAPIAddRemovePortsAndRoutes(t *testing.T) {
 	ls := startLive(t)
 	ns3 := netnstest.New(t)
-	status, body := ls.call(t, "POST", "/v1/ports", `{"spec": "tun:ct2,netns=`+ns3.Name+`"}`)
-	if status != http.StatusCreated || body["name"] != "ct2" || body["created"] != true || body["down"] != false {
+	status, body := ls.call(t, "POST", "/v1/ports", `{"spec": "tun:ct2,netns=`+ns3.Name+`,router=on"}`)
+	if status != http.StatusCreated || body["name"] != "ct2" || body["created"] != true || body["down"] != false || body["router"] != true {
 		t.Fatalf("POST /v1/ports: %d %v", status, body)
 	}
 	ns3.AddAddr(t, "ct2", netip.MustParsePrefix("198.18.3.1/24"))

@@ -150,11 +150,12 @@ type Port struct {
 	Error   string `json:"error,omitempty"`
 	Created bool   `json:"created"` // created by the switch, removed when it stops
 	// Port security in force, defaults included: the source addresses
-	// the guest may send from (allow= syntax), its MAC lock and whether
-	// it may answer DHCP.
+	// the guest may send from (allow= syntax), its MAC lock, whether it
+	// may answer DHCP and whether it may send router advertisements.
 	Allow      string `json:"allow"`
 	MACs       string `json:"macs,omitempty"`
 	DHCPServer bool   `json:"dhcp_server"`
+	Router     bool   `json:"router"`
 }
 
 // Route is one route in GET /v1/routes.
@@ -191,7 +192,8 @@ func (s *Server) ports(w http.ResponseWriter, _ *http.Request) {
 func portOf(pv vswitch.PortView, st engine.Stats) Port {
 	d := pv.Device
 	p := Port{Name: d.Info().Name, Spec: pv.Spec.String(), Info: d.Info().String(), Created: d.Created(),
-		Allow: pv.Policy.Allow.String(), MACs: program.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer}
+		Allow: pv.Policy.Allow.String(), MACs: program.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
+		Router: pv.Policy.Router}
 	for _, ps := range st.Ports {
 		if ps.Index == pv.Index {
 			p.Down, p.Error = ps.Down, ps.Err

@@ -16,7 +16,8 @@ import (
 
 // PortSpec is one --port argument:
 // kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
-// [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off].
+// [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
+// [,router=on|off].
 type PortSpec struct {
 	TAP     bool
 	Name    string
@@ -33,6 +34,9 @@ type PortSpec struct {
 	MACs [][6]byte
 	// DHCPServer lets the guest answer DHCP; off by default.
 	DHCPServer bool
+	// Router lets the guest send IPv6 router advertisements and
+	// redirects; off by default.
+	Router bool
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -65,6 +69,9 @@ func (p PortSpec) String() string {
 	}
 	if p.DHCPServer {
 		s += ",dhcp-server=on"
+	}
+	if p.Router {
+		s += ",router=on"
 	}
 	return s
 }
@@ -117,7 +124,7 @@ func ParsePort(s string) (PortSpec, error) {
 				return spec, fmt.Errorf("port %q: queues %q: want a positive number", s, v)
 			}
 			spec.Queues = n
-		case "offload", "gro", "dhcp-server":
+		case "offload", "gro", "dhcp-server", "router":
 			on := v == "on"
 			if !on && v != "off" {
 				return spec, fmt.Errorf("port %q: %s %q: want on or off", s, k, v)
@@ -127,8 +134,10 @@ func ParsePort(s string) (PortSpec, error) {
 				spec.Offload = on
 			case "gro":
 				spec.GRO, groSet = on, true
-			default:
+			case "dhcp-server":
 				spec.DHCPServer = on
+			default:
+				spec.Router = on
 			}
 		case "io":
 			m, err := tun.ParseIO(v)
@@ -152,7 +161,7 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.MACs = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io, allow, mac, dhcp-server)", s, k)
+			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io, allow, mac, dhcp-server, router)", s, k)
 		}
 	}
 	if !spec.Offload {

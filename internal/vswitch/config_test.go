@@ -30,6 +30,10 @@ func TestParsePort(t *testing.T) {
 		"tun:g,allow=198.18.1.0/24+2001:db8:1::1+198.18.1.0/24":                   "tun:g,allow=198.18.1.0/24+2001:db8:1::1/128",
 		"tun:g,allow=any,dhcp-server=off":                                         "tun:g,allow=any",
 		"tap:g,mac=02-00-00-00-00-01+02:00:00:00:00:02,dhcp-server=on,allow=none": "tap:g,allow=none,mac=02:00:00:00:00:01+02:00:00:00:00:02,dhcp-server=on",
+		"tap:g,router=on,dhcp-server=on":                                          "tap:g,dhcp-server=on,router=on",
+		"tun:g,router=off":                                                        "tun:g",
+		// softnet switch --help's example of a locked TAP port.
+		"tap:vm1,mac=02:00:00:00:00:07,allow=198.18.7.1+2001:db8:7::1": "tap:vm1,allow=198.18.7.1/32+2001:db8:7::1/128,mac=02:00:00:00:00:07",
 	} {
 		p, err := ParsePort(in)
 		if err != nil || p.String() != want || p.GRO != (p.Offload && !strings.Contains(in, "gro=off")) {
@@ -40,7 +44,7 @@ func TestParsePort(t *testing.T) {
 		"tun:x,queues=0", "tun:x,queues=many", "tun:x,offload=maybe", "tun:x,netns=", "tun:x,netns=../etc",
 		"tun:x,colour=blue", "tun:x,queues", "tun:x,gro=yes", "tun:x,offload=off,gro=on",
 		"tun:x,mac=02:00:00:00:00:01", "tap:x,mac=ff:ff:ff:ff:ff:ff", "tap:x,mac=02:00:00:00:00", "tun:x,allow=",
-		"tun:x,allow=198.18.1.0/33", "tun:x,allow=bogus", "tun:x,dhcp-server=yes"} {
+		"tun:x,allow=198.18.1.0/33", "tun:x,allow=bogus", "tun:x,dhcp-server=yes", "tun:x,router=yes", "tun:x,router="} {
 		if _, err := ParsePort(bad); err == nil {
 			t.Errorf("ParsePort(%q) accepted", bad)
 		}
@@ -216,7 +220,7 @@ func TestPlanPolicies(t *testing.T) {
 		return r
 	}
 	p, err := NewPlan(Config{
-		Ports:  []PortSpec{port("tun:a"), port("tun:b,allow=any"), port("tun:c"), port("tun:d,allow=198.18.4.0/24,dhcp-server=on")},
+		Ports:  []PortSpec{port("tun:a"), port("tun:b,allow=any"), port("tun:c"), port("tun:d,allow=198.18.4.0/24,dhcp-server=on,router=on")},
 		Routes: []RouteSpec{route("198.18.1.0/24=a"), route("2001:db8:1::/64=a"), route("198.18.2.0/24=b"), route("198.18.9.0/24=d")},
 	}, Tuning{})
 	if err != nil {
@@ -229,6 +233,9 @@ func TestPlanPolicies(t *testing.T) {
 	}
 	if !p.Policies[3].DHCPServer || p.Policies[0].DHCPServer {
 		t.Errorf("dhcp-server: %+v", p.Policies)
+	}
+	if !p.Policies[3].Router || p.Policies[0].Router || p.Policies[1].Router {
+		t.Errorf("router: %+v", p.Policies)
 	}
 	p, err = NewPlan(Config{Ports: []PortSpec{port("tap:a,mac=02:00:00:00:00:01"), port("tap:b")}}, Tuning{})
 	if err != nil {
@@ -257,7 +264,7 @@ func TestConfigTextRoundTrips(t *testing.T) {
 
 // Port security options survive the running configuration's text.
 func TestConfigTextKeepsPortSecurity(t *testing.T) {
-	text := "port tun:a,allow=198.18.1.0/24+2001:db8:1::/64,dhcp-server=on\nport tun:b,allow=any\nport tap:c,mac=02:00:00:00:00:01\n"
+	text := "port tun:a,allow=198.18.1.0/24+2001:db8:1::/64,dhcp-server=on\nport tun:b,allow=any,router=on\nport tap:c,mac=02:00:00:00:00:01\n"
 	cfg, err := ParseConfig("a.conf", strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)

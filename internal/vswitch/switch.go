@@ -138,7 +138,7 @@ func (t Tuning) device(spec PortSpec, workers int) tun.Config {
 // filtering: a guest sends only from where its replies would be routed)
 // and any address on a TAP port.
 func portPolicy(i int, spec PortSpec, routes []RouteSpec) program.PortPolicy {
-	pol := program.PortPolicy{MACs: spec.MACs, DHCPServer: spec.DHCPServer}
+	pol := program.PortPolicy{MACs: spec.MACs, DHCPServer: spec.DHCPServer, Router: spec.Router}
 	switch {
 	case spec.Allow != nil:
 		pol.Allow = *spec.Allow
