@@ -236,7 +236,7 @@ func TestTapsDoNotStealEachOther(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			i, err := e.AddPort(g)
+			i, err := e.AddPort(g, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
