@@ -252,3 +252,16 @@ func parallel(t *testing.T, gs []*scaleGuest, f func(*scaleGuest) error) {
 		t.Error(err)
 	}
 }
+
+// With four workers each TUN port has four queues, and the kernel
+// spreads connections over them: every connection completes, whichever
+// queue and worker its packets take (before the workers' budget, half
+// of them hung on queues that got no buffers).
+func TestSwitchFourWorkersShortConnections(t *testing.T) {
+	gs := newGuests(t, 2)
+	stop := startSwitch(t, gs, 4)
+	for i := range 20 {
+		transfer(t, gs[0], gs[1], gs[1].v4, 5300+i, 64<<10)
+	}
+	stop()
+}
