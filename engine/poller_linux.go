@@ -13,7 +13,7 @@ import (
 type poller struct {
 	epfd, efd int
 	events    [16]unix.EpollEvent
-	fds       [16]int32 // readyFDs' result
+	fds       [16]int32      // readyFDs' result
 	kick      [1]unix.PollFd // the eventfd alone, for waitKick
 }
 

@@ -54,13 +54,13 @@ type worker struct {
 	// polled when it is readable, and the descriptor leaves the epoll set
 	// with the last.
 	byFD      [][]*rxQueue
-	notifiers int // queues with a descriptor that are polled from the list
-	txqs   []port.TxQueue  // by port index; nil if the port does not transmit
-	egress [][]*buffer.Buf // by port index: this round's packets for it
-	local  [][]*buffer.Buf // by consumer index
-	poll   *poller
-	epoch  time.Time
-	now    int64
+	notifiers int             // queues with a descriptor that are polled from the list
+	txqs      []port.TxQueue  // by port index; nil if the port does not transmit
+	egress    [][]*buffer.Buf // by port index: this round's packets for it
+	local     [][]*buffer.Buf // by consumer index
+	poll      *poller
+	epoch     time.Time
+	now       int64
 	// curPort is the port whose packets the worker handles now, for the
 	// drop monitor: -1 outside any port's work.
 	curPort int

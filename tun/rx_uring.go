@@ -85,8 +85,8 @@ type rxMember struct {
 	group   *bufGroup
 	slot    uint16
 	gen     uint32
-	reading bool // its multishot read is in flight
-	waiting bool // in ring.rearm
+	reading bool          // its multishot read is in flight
+	waiting bool          // in ring.rearm
 	fifo    []*buffer.Buf // packets read and not received; power-of-two length
 	head, n int
 	err     error

@@ -63,9 +63,9 @@ type Plan struct {
 	// Live is a switch that starts with fewer than two ports and gets
 	// the rest while it runs: it has both the bridge and the forwarder,
 	// and the first port added decides which one works.
-	Live bool
-	Routes     []program.Route // by index in Devices; services route to len(Devices)
-	Filters    []program.Rule
+	Live    bool
+	Routes  []program.Route // by index in Devices; services route to len(Devices)
+	Filters []program.Rule
 	// Policies are the guests' port security, by index in Devices; the
 	// services' port, the switch's own, has none.
 	Policies map[int]program.PortPolicy
