@@ -13,6 +13,7 @@ import (
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/memport"
 	"softnet.dev/packet"
+	"softnet.dev/port"
 	"softnet.dev/program"
 )
 
@@ -48,12 +49,18 @@ func TestSharedRingStarvesAndRecovers(t *testing.T) {
 	e, err := engine.New(engine.Config{
 		Pool: pool, Workers: 1, Programs: []program.Program{toSink},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, devs[0], devs[1], sink)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
+	}
+	// AddPort returns once the worker has attached the port's queues.
+	for _, p := range []port.Port{devs[0], devs[1], sink} {
+		if _, err := e.AddPort(p, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	closed := false
 	t.Cleanup(func() {
