@@ -53,7 +53,11 @@ func cacheLadder(size int) *Experiment {
 		},
 	}
 	if size == 64 {
-		e.Goals = []Goal{{Variant: label("napi-cache+bulk", 64, 1), Bound: 30}}
+		// The goal was 30 Mpps on the machine it was set on, where baseline
+		// forwarded 7.86: a figure that a slower machine misses whatever
+		// the code. The same gain over the path without the cache and
+		// batching, measured in the same run, holds on any machine.
+		e.Goals = []Goal{{Variant: label("napi-cache+bulk", 64, 1), Against: label("baseline", 64, 1), Bound: 3.8}}
 	}
 	return e
 }
