@@ -30,9 +30,13 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench [experiment...]",
 		Short: "Measure softnet's mechanisms side by side with today's Go idioms",
 		Long: `bench runs experiments in memory, without privileges, and prints per
-experiment a table of variants with each one's ratio to the first, the goals
-and whether this run met them. Every variant is measured in the same run,
-interleaved over repetitions, and the median is reported.
+experiment a table of variants with each one's ratio to the first, and its
+goals. Every variant is measured in the same run, interleaved over
+repetitions, and the median is reported. Every goal bounds the ratio of a
+variant to a peer of the same run (the figures themselves are information:
+they measure the machine as much as the code). A goal is met when the ratio
+of every repetition meets it, not met when none does, and inconclusive when
+the repetitions fall on both sides of it: the machine was too noisy to tell.
 
 Experiments (all by default):
 ` + strings.Join(names, "\n"),
@@ -82,7 +86,7 @@ Experiments (all by default):
 	f.DurationVar(&duration, "duration", time.Second, "measured time per variant")
 	f.IntVar(&reps, "reps", 5, "repetitions per variant, interleaved across variants")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line instead of tables")
-	f.BoolVar(&check, "check", false, "exit with status 3 if a goal is not met")
+	f.BoolVar(&check, "check", false, "exit with status 3 if a goal is not met (an inconclusive one is not)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar on stderr")
 	return cmd
 }

@@ -26,7 +26,7 @@ func TestBenchJSONLines(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	results := map[string]int{}
+	results, goals := map[string]int{}, 0
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		var obj map[string]any
@@ -34,6 +34,11 @@ func TestBenchJSONLines(t *testing.T) {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
 		if _, isGoal := obj["goal"]; isGoal {
+			// One repetition shows no spread: no verdict but inconclusive.
+			if ratios, _ := obj["ratios"].([]any); obj["verdict"] != "inconclusive" || obj["met"] != false || len(ratios) != 1 {
+				t.Errorf("goal line %q", sc.Text())
+			}
+			goals++
 			continue
 		}
 		for _, k := range []string{"experiment", "variant", "metric", "value", "unit"} {
@@ -46,14 +51,15 @@ func TestBenchJSONLines(t *testing.T) {
 		}
 		results[obj["experiment"].(string)]++
 	}
-	if results["flush"] != 4 || results["alloc"] != 5 {
-		t.Fatalf("results per experiment: %v", results)
+	if results["flush"] != 4 || results["alloc"] != 5 || goals != 4 {
+		t.Fatalf("results per experiment: %v, %d goals", results, goals)
 	}
 }
 
 func TestBenchTable(t *testing.T) {
 	out, _, code := run(t, "bench", "--quiet", "--duration", "20ms", "--reps", "1", "flush")
-	if code != exitOK || !strings.Contains(out, "swap-contended") || !strings.Contains(out, "goal swap <= 1.00x mutex") {
+	if code != exitOK || !strings.Contains(out, "swap-contended") || !strings.Contains(out, "goal swap <= 1.00x mutex") ||
+		!strings.Contains(out, "inconclusive: one repetition shows no spread") || !strings.Contains(out, "0 met, 2 inconclusive, 0 not met") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
 }

@@ -212,6 +212,7 @@ var pingStats = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
 // softnet ctl, routed, reaches both, and is removed again: its device
 // leaves its namespace and the ping between the first two loses nothing.
 func TestCtlPortsWhileTrafficFlows(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	netnstest.RequireRoot(t)
 	bin := buildSoftnet(t)
 	var ns [3]*netnstest.NS
@@ -323,6 +324,7 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 // flags, as at start) and refuses a broken one, changing nothing and
 // naming its file and line.
 func TestSwitchSIGHUP(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	netnstest.RequireRoot(t)
 	bin := buildSoftnet(t)
 	var ns [3]*netnstest.NS

@@ -44,26 +44,23 @@ func (v *Variant) Label() string {
 	return strings.Join(parts, " ")
 }
 
-// Goal is a bound on one variant's figure: a ratio to another variant or,
-// when Against is empty, an absolute value in the metric's unit. Variants
-// are named by Label.
+// Goal is a bound on the ratio of one variant's figure to a peer's in the
+// same run, never on a figure alone: a figure measures the machine as
+// much as the code. Variants are named by Label.
 type Goal struct {
 	Variant, Against string
-	// Bound limits Variant/Against (or Variant's value) in the metric's
-	// own terms: at most Bound for a lower-is-better metric, at least
-	// Bound for a higher-is-better one.
+	// Bound limits Variant/Against in the metric's own terms: at most
+	// Bound for a lower-is-better metric, at least Bound for a
+	// higher-is-better one.
 	Bound float64
 }
 
 // String renders the goal as in the issue text, e.g.
-// "cache <= 1.00x syncpool" or "napi-cache+bulk >= 30 Mpps".
+// "cache <= 1.00x syncpool".
 func (g Goal) String(e *Experiment) string {
 	op := "<="
 	if e.Higher {
 		op = ">="
-	}
-	if g.Against == "" {
-		return fmt.Sprintf("%s %s %g %s", g.Variant, op, g.Bound, e.Unit)
 	}
 	return fmt.Sprintf("%s %s %.2fx %s", g.Variant, op, g.Bound, g.Against)
 }

@@ -51,42 +51,52 @@ func WriteTable(w io.Writer, reports []Report) error {
 		}
 		fmt.Fprintf(w, "  (%s; ratio to %s)\n", better, r.Results[0].Variant)
 		for _, g := range r.Goals {
-			verdict := "met"
-			if !g.Met {
-				verdict = "NOT MET"
-			}
-			fmt.Fprintf(w, "  goal %s: %s, %s\n", g.Goal, g.figure(), verdict)
+			fmt.Fprintf(w, "  goal %s: %.2fx (repetitions %s; %s against %s %s), %s\n",
+				g.Goal, g.Ratio, g.Span(), formatValue(g.Value), formatValue(g.AgainstValue), g.Unit, g.verdict())
 		}
 	}
 	return writeSummary(w, reports)
 }
 
+// verdict is the verdict as printed: a goal not met stands out, and an
+// inconclusive one says why.
+func (g GoalResult) verdict() string {
+	switch g.Verdict {
+	case NotMet:
+		return "NOT MET"
+	case Inconclusive:
+		if len(g.Ratios) < 2 {
+			return "inconclusive: one repetition shows no spread"
+		}
+		return "inconclusive: the bound lies within the repetitions' ratios"
+	}
+	return string(g.Verdict)
+}
+
 // writeSummary closes the tables with every goal of the run on one line
 // each, so that a long run ends with its verdict in view.
 func writeSummary(w io.Writer, reports []Report) error {
-	met, total := 0, 0
+	count := map[Verdict]int{}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nsummary\n  experiment\tgoal\tthis run\tverdict\n")
+	fmt.Fprintf(tw, "\nsummary\n  experiment\tgoal\tthis run\trepetitions\tverdict\n")
 	for _, r := range reports {
 		for _, g := range r.Goals {
-			total++
-			verdict := "NOT MET"
-			if g.Met {
-				met++
-				verdict = "met"
+			count[g.Verdict]++
+			verdict := string(g.Verdict)
+			if g.Verdict == NotMet {
+				verdict = "NOT MET"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", g.Experiment, g.Goal, g.figure(), verdict)
+			fmt.Fprintf(tw, "  %s\t%s\t%.2fx\t%s\t%s\n", g.Experiment, g.Goal, g.Ratio, g.Span(), verdict)
 		}
 	}
-	fmt.Fprintf(tw, "  %d of %d goals met\n", met, total)
-	return tw.Flush()
-}
-
-func (g GoalResult) figure() string {
-	if g.absolute {
-		return formatValue(g.Ratio)
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	return fmt.Sprintf("%.2fx", g.Ratio)
+	fmt.Fprintf(w, "  %d met, %d inconclusive, %d not met\n", count[Met], count[Inconclusive], count[NotMet])
+	if count[Inconclusive] > 0 {
+		fmt.Fprintln(w, "  (inconclusive: some repetitions met the goal and some did not; more or longer ones may decide it)")
+	}
+	return nil
 }
 
 func formatValue(v float64) string {
@@ -143,13 +153,14 @@ func WriteJSON(w io.Writer, reports []Report) error {
 	return nil
 }
 
-// Missed returns the goals that were not met.
+// Missed returns the goals that were not met; an inconclusive goal was
+// neither met nor missed.
 func Missed(reports []Report) []string {
 	var out []string
 	for _, r := range reports {
 		for _, g := range r.Goals {
-			if !g.Met {
-				out = append(out, fmt.Sprintf("%s: %s (got %s)", g.Experiment, g.Goal, g.figure()))
+			if g.Verdict == NotMet {
+				out = append(out, fmt.Sprintf("%s: %s (got %.2fx, repetitions %s)", g.Experiment, g.Goal, g.Ratio, g.Span()))
 			}
 		}
 	}

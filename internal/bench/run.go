@@ -34,13 +34,63 @@ type Result struct {
 	Extra      map[string]any `json:"-"`
 }
 
-// GoalResult says whether a goal was met in this run.
+// Verdict is what one run says of a goal.
+type Verdict string
+
+const (
+	Met          Verdict = "met"
+	NotMet       Verdict = "not met"
+	Inconclusive Verdict = "inconclusive" // the repetitions disagree
+)
+
+// GoalResult is a goal's outcome in this run. The figures of the two
+// variants are information only: the verdict is on their ratio, which a
+// faster or slower machine changes much less than either figure.
 type GoalResult struct {
 	Experiment string  `json:"experiment"`
 	Goal       string  `json:"goal"`
-	Ratio      float64 `json:"ratio"` // the ratio, or the value for an absolute goal
-	Met        bool    `json:"met"`
-	absolute   bool
+	Bound      float64 `json:"bound"`
+	Ratio      float64 `json:"ratio"` // of the two variants' medians
+	// Ratios holds one ratio per repetition, of the two variants'
+	// figures in the same round of the interleaved repetitions.
+	Ratios       []float64 `json:"ratios"`
+	Verdict      Verdict   `json:"verdict"`
+	Met          bool      `json:"met"` // Verdict == Met
+	Value        float64   `json:"variant_value"`
+	AgainstValue float64   `json:"against_value"`
+	Unit         string    `json:"unit"`
+}
+
+// decide gives the verdict on a goal from the ratios of its repetitions:
+// met when every repetition meets the bound, not met when none does, and
+// inconclusive when the bound lies within their range, or when there is
+// one repetition, which shows no spread. If repetitions are independent,
+// the range of n of them holds the median ratio with probability
+// 1-2^(1-n) (94% for the default 5), so a verdict other than inconclusive
+// is one that this run's noise is unlikely to have made.
+func decide(ratios []float64, bound float64, higher bool) Verdict {
+	meets := 0
+	for _, r := range ratios {
+		if r >= bound && higher || r <= bound && !higher {
+			meets++
+		}
+	}
+	switch {
+	case len(ratios) < 2 || meets > 0 && meets < len(ratios):
+		return Inconclusive
+	case meets == len(ratios):
+		return Met
+	default:
+		return NotMet
+	}
+}
+
+// Span is the range of the repetitions' ratios, e.g. "0.21-0.27x".
+func (g GoalResult) Span() string {
+	if len(g.Ratios) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f-%.2fx", slices.Min(g.Ratios), slices.Max(g.Ratios))
 }
 
 // Report is the outcome of one experiment.
@@ -149,29 +199,31 @@ func runExperiment(ctx context.Context, e *Experiment, opt Options, progress fun
 		rep.Results[i].Ratio = rep.Results[i].Value / rep.Results[0].Value
 	}
 	for _, g := range e.Goals {
-		a := rep.find(g.Variant)
-		ratio := 0.0
-		switch {
-		case a == nil:
-		case g.Against == "":
-			ratio = a.Value
-		default:
-			if b := rep.find(g.Against); b != nil {
-				ratio = a.Value / b.Value
-			} else {
-				a = nil
-			}
+		gr, err := rep.evaluate(g)
+		if err != nil {
+			return rep, err
 		}
-		if a == nil {
-			return rep, fmt.Errorf("%s: goal %s names a missing variant", e.Name, g.String(e))
-		}
-		met := ratio <= g.Bound
-		if e.Higher {
-			met = ratio >= g.Bound
-		}
-		rep.Goals = append(rep.Goals, GoalResult{Experiment: e.Name, Goal: g.String(e), Ratio: ratio, Met: met, absolute: g.Against == ""})
+		rep.Goals = append(rep.Goals, gr)
 	}
 	return rep, nil
+}
+
+// evaluate judges a goal from the report's results.
+func (r *Report) evaluate(g Goal) (GoalResult, error) {
+	e := r.Experiment
+	a, b := r.find(g.Variant), r.find(g.Against)
+	if a == nil || b == nil {
+		return GoalResult{}, fmt.Errorf("%s: goal %s names a missing variant", e.Name, g.String(e))
+	}
+	ratios := make([]float64, len(a.Reps))
+	for k := range a.Reps {
+		ratios[k] = a.Reps[k] / b.Reps[k]
+	}
+	v := decide(ratios, g.Bound, e.Higher)
+	return GoalResult{
+		Experiment: e.Name, Goal: g.String(e), Bound: g.Bound, Ratio: a.Value / b.Value, Ratios: ratios, Verdict: v, Met: v == Met,
+		Value: a.Value, AgainstValue: b.Value, Unit: e.Unit,
+	}, nil
 }
 
 func (r *Report) find(label string) *Result {

@@ -114,6 +114,7 @@ func (ls *liveSwitch) ping(t *testing.T, n int) {
 }
 
 func TestAPI(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	ls := startLive(t)
 	ls.ping(t, 3)
 	ctx := context.Background()
@@ -223,6 +224,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 // Clients that connect and say nothing are cut off, many at once are
 // answered or turned away, and forwarding goes on meanwhile.
 func TestAPIMisbehavingClients(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	ls := startLive(t)
 	silent, err := net.Dial("unix", ls.socket)
 	if err != nil {
@@ -258,6 +260,7 @@ func TestAPIMisbehavingClients(t *testing.T) {
 
 // /metrics carries the counters the final report shows.
 func TestMetricsMatchTheReport(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	ls := startLive(t)
 	ls.ping(t, 5)
 	h := MetricsHandler(ls.sw)
@@ -330,13 +333,7 @@ func hasPrefix(m map[string]float64, prefix string) bool {
 // replies; a drop watch sees what a guest injects, with the reasons the
 // counters give.
 func TestCaptureAndDropWatch(t *testing.T) {
-	tcpdump, err := exec.LookPath("tcpdump")
-	if err != nil {
-		if os.Getenv(netnstest.RequireEnv) == "1" {
-			t.Fatal("needs tcpdump")
-		}
-		t.Skip("needs tcpdump")
-	}
+	netnstest.RequireTools(t, "ping", "tcpdump")
 	ls := startLive(t)
 	ls.ping(t, 1) // routes and neighbours settled
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -386,7 +383,7 @@ func TestCaptureAndDropWatch(t *testing.T) {
 	if resp.Trailer.Get("Softnet-Captured") != "6" || resp.Trailer.Get("Softnet-Lost") != "0" {
 		t.Errorf("trailers %v", resp.Trailer)
 	}
-	out, err := exec.Command(tcpdump, "-n", "-r", pcapFile).CombinedOutput()
+	out, err := exec.Command("tcpdump", "-n", "-r", pcapFile).CombinedOutput()
 	if err != nil {
 		t.Fatalf("tcpdump -r: %v\n%s", err, out)
 	}

@@ -87,6 +87,7 @@ func mustExec(t *testing.T, ns *netnstest.NS, args ...string) {
 // stops when the route is removed (NO_ROUTE, counted); a removed port's
 // device leaves its namespace.
 func TestAPIAddRemovePortsAndRoutes(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	ls := startLive(t)
 	ns3 := netnstest.New(t)
 	status, body := ls.call(t, "POST", "/v1/ports", `{"spec": "tun:ct2,netns=`+ns3.Name+`,router=on"}`)
@@ -154,6 +155,7 @@ func TestAPIAddRemovePortsAndRoutes(t *testing.T) {
 // Every bad request gets its status and a JSON message, and changes
 // nothing.
 func TestAPIWritesBadInput(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	ls := startLive(t)
 	ctx := context.Background()
 	var before Config

@@ -23,12 +23,7 @@ import (
 func requireLab(t *testing.T) {
 	t.Helper()
 	netnstest.RequireRoot(t)
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		if os.Getenv(netnstest.RequireEnv) == "1" {
-			t.Fatalf("iperf3 is not installed, and %s=1", netnstest.RequireEnv)
-		}
-		t.Skip("needs iperf3")
-	}
+	netnstest.RequireTools(t, "iperf3")
 }
 
 // TestLabLadder is a short `softnet lab --ladder` with the peers: every
@@ -209,11 +204,15 @@ func TestLabNewModes(t *testing.T) {
 	// latency-tcp after tcp4: its server must bind while tcp4's
 	// connections are in TIME_WAIT.
 	modes := []Mode{UDP64, UDPGSO, TCP4, LatencyTCP, PDR}
-	if _, err := findSockperf(); err != nil {
+	missing, err := netnstest.MissingTools("sockperf", "taskset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing != "" {
 		if os.Getenv(netnstest.RequireEnv) == "1" {
-			t.Fatalf("sockperf: %v, and %s=1", err, netnstest.RequireEnv)
+			t.Fatalf("latency mode %s, and %s=1", missing, netnstest.RequireEnv)
 		}
-		t.Logf("no latency mode: %v", err)
+		t.Logf("no latency mode: it %s", missing)
 		modes = slices.DeleteFunc(modes, func(m Mode) bool { return m == LatencyTCP })
 	}
 	start := time.Now()

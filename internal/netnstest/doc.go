@@ -2,10 +2,13 @@
 // namespaces (as `ip netns add` makes them) that exist for one test and
 // are deleted by its cleanup, even when it fails.
 //
-// Tests that need them call RequireRoot first. Without root, /dev/net/tun
-// or the `ip` tool they are skipped, unless SOFTNET_REQUIRE_ROOT_TESTS=1
-// (as CI sets it), which turns the skip into a failure so that a CI
-// machine missing a capability cannot pass by skipping.
+// Tests that need them call RequireRoot first, and RequireTools for every
+// other tool they run (ping, iperf3, tcpdump...). Without root,
+// /dev/net/tun or a tool they are skipped, naming the Debian package to
+// install, unless SOFTNET_REQUIRE_ROOT_TESTS=1 (as CI sets it), which
+// turns the skip into a failure so that a CI machine missing a capability
+// cannot pass by skipping. RerunWithout runs a test as on a machine
+// without some tools.
 //
 // Traffic in these namespaces must use only the benchmarking and
 // documentation ranges 198.18.0.0/15 and 2001:db8::/32.

@@ -97,6 +97,7 @@ func TestSwitchCommandOpenErrors(t *testing.T) {
 // --filter drops what a rule denies, counted as FILTER on the ingress
 // port, and passes the rest.
 func TestSwitchFilter(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	var cfg Config
 	for _, s := range []string{"deny proto=udp dport=6001", "allow proto=udp"} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/netnstest"
 )
 
 func (g *guest) spec(t *testing.T, opts string) PortSpec {
@@ -65,6 +66,7 @@ func gone(t *testing.T, g *guest) {
 // both I/O paths in turn), talks to both and is removed again: its
 // device goes, its routes go, and the first two lose no echo.
 func TestSwitchLivePorts(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	a, b, c := gs[0], gs[1], gs[2]
 	sw, stop := startSwitchConfig(t, gs[:2], Config{})
@@ -102,6 +104,7 @@ func TestSwitchLivePorts(t *testing.T) {
 // Routes come and go while the switch runs; a guest whose sources are
 // its routes may send only from what is routed to it at the time.
 func TestSwitchLiveRoutes(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	a, b := gs[0], gs[1]
 	sw, stop := startSwitchConfig(t, gs, Config{})
@@ -151,6 +154,7 @@ func TestSwitchLiveRoutes(t *testing.T) {
 // configuration file read on SIGHUP; a configuration that cannot apply
 // changes nothing; applying the first again removes what it lacks.
 func TestSwitchApply(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	a, b, c := gs[0], gs[1], gs[2]
 	sw, stop := startSwitchConfig(t, nil, Config{})

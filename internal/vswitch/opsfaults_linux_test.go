@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/netnstest"
 	"softnet.dev/packet"
 	"softnet.dev/vnet"
 )
@@ -28,6 +29,7 @@ func pingOnce(g *guest, dst string) bool {
 // dropped as DEV_READY, the port stays in the switch, and forwarding
 // resumes within a second of the link (and its routes) coming back.
 func TestSwitchPortDownUp(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	stop := startSwitch(t, gs, 1)
 	ping(t, gs[0], gs[1].v4)
@@ -57,6 +59,7 @@ func TestSwitchPortDownUp(t *testing.T) {
 // A guest MTU raised to 9000 after the switch opened its offload=off
 // ports: 9000-byte packets pass both ways, unfragmented.
 func TestSwitchMTURaised(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	stop := startSwitch(t, gs, 1, "offload=off", "offload=off")
 	ping(t, gs[0], gs[1].v4)
@@ -161,6 +164,7 @@ func sendRaw(t *testing.T, g *guest, vnetHdr bool, pkts ...[]byte) {
 // An IPv4 packet with a wrong header checksum is dropped as IP_CSUM, not
 // forwarded with its checksum "fixed" after the TTL decrement.
 func TestSwitchDropsBadIPv4Checksum(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	stop := startSwitch(t, gs, 1)
 	ping(t, gs[0], gs[1].v4)
@@ -185,6 +189,7 @@ func TestSwitchDropsBadIPv4Checksum(t *testing.T) {
 // packets toward a guest without: each is dropped as GSO_SEG instead of
 // becoming a thousand segments, and a third guest's pings stay quick.
 func TestSwitchForgedGSOSize(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	stop := startSwitch(t, gs, 1, "", "offload=off", "")
 	ping(t, gs[0], gs[1].v4)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/netnstest"
 	"softnet.dev/packet"
 	"softnet.dev/program"
 )
@@ -52,6 +53,7 @@ func pingAll(t *testing.T, from *guest, to string, n int) string {
 // forged packet is dropped as IP_RPFILTER on its port, nothing is
 // learned, and the neighbour keeps its traffic.
 func TestSwitchDropsSpoofedSources(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	attacker, victim, other := gs[0], gs[1], gs[2]
 	sw, stop := startSwitchConfig(t, gs, Config{Workers: 1})
@@ -82,6 +84,7 @@ func TestSwitchDropsSpoofedSources(t *testing.T) {
 // the learned table stays within its bound, the excess is counted, and
 // the other guests keep forwarding.
 func TestSwitchRandomSourceFlood(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	flooder, a, b := gs[0], gs[1], gs[2]
 	sw, stop := startSwitchConfig(t, gs, Config{Workers: 1}, "allow=any")
@@ -272,6 +275,7 @@ func neighbourAdvert(src, dst, target string, lla [6]byte) []byte {
 // a third guest's neighbour cache keeps the neighbour's real MAC. Its
 // DHCP server messages are dropped too.
 func TestSwitchTAPPortSecurity(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newTAPGuests(t, 3)
 	attacker, victim, other := gs[0], gs[1], gs[2]
 	_, stop := startTAPSwitch(t, gs, attacker.lockedPort(), victim.lockedPort(), other.lockedPort())
@@ -352,6 +356,7 @@ func TestSwitchTAPPortSecurity(t *testing.T) {
 // bridge's table and no more: the others' stations stay and they keep
 // talking.
 func TestSwitchMACFlood(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newTAPGuests(t, 3)
 	flooder, a, b := gs[0], gs[1], gs[2]
 	sw, stop := startTAPSwitch(t, gs)
@@ -400,6 +405,7 @@ func TestSwitchMACFlood(t *testing.T) {
 // One guest floods UDP at full rate through the switch while another
 // pings a third: every ping comes back.
 func TestSwitchFloodDoesNotStarvePings(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 4)
 	flooder, sink, pinger, target := gs[0], gs[1], gs[2], gs[3]
 	_, stop := startSwitchConfig(t, gs, Config{Workers: 1})
@@ -443,6 +449,7 @@ func TestSwitchFloodDoesNotStarvePings(t *testing.T) {
 // moves at most once per hold time, the refused moves are counted, and a
 // third guest's traffic is untouched.
 func TestSwitchFlappingSource(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	sw, stop := startSwitchConfig(t, gs, Config{Workers: 1}, "allow=any", "allow=any")
 	pkt := udpPacket("198.19.0.1:1000", hostPort(gs[2].v4, 9))

@@ -212,6 +212,7 @@ func transfer(t *testing.T, from, to *guest, dst string, port int, size int64) {
 }
 
 func TestSwitchTUNGuests(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	stop := startSwitch(t, gs, 1)
 	ping(t, gs[0], gs[1].v4)
@@ -309,6 +310,7 @@ func udpExchange(t *testing.T, from, to *guest, n int) {
 // device with an AF_PACKET socket; the switch counts them as drops while
 // good traffic keeps flowing.
 func TestSwitchDropsMalformed(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	stop := startSwitch(t, gs, 1)
 	good := ipv4UDP(gs[0].v4, gs[1].v4)
@@ -343,6 +345,7 @@ func ipv4UDP(src, dst string) []byte {
 }
 
 func TestSwitchSurvivesDeletedDevice(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	stop := startSwitch(t, gs, 1)
 	ping(t, gs[0], gs[1].v4)
@@ -357,6 +360,7 @@ func TestSwitchSurvivesDeletedDevice(t *testing.T) {
 }
 
 func TestSwitchTAPBridge(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	cfg := Config{Workers: 1}
 	for i, g := range gs {
@@ -403,6 +407,7 @@ func TestSwitchTAPBridge(t *testing.T) {
 // in the middle of a transfer: it must exit cleanly, remove its devices
 // and report a balanced leak check.
 func TestSwitchCommandSIGTERM(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 2)
 	bin := buildSoftnet(t)
 	statsFile := filepath.Join(t.TempDir(), "stats.json")
