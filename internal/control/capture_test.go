@@ -2,6 +2,7 @@ package control
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"softnet.dev/packet"
@@ -66,3 +67,15 @@ func FuzzCaptureFilter(f *testing.F) {
 	})
 }
 
+func TestSummary(t *testing.T) {
+	pkt := udpPacket(t, "198.18.1.1:1000", "198.18.2.1:53")
+	if got, want := Summary(pkt, packet.L3, len(pkt)), "IP 198.18.1.1.1000 > 198.18.2.1.53: UDP, length 7"; got != want {
+		t.Errorf("Summary = %q, want %q", got, want)
+	}
+	if got := Summary(pkt[:10], packet.L3, len(pkt)); got != "IP [|ip], length 35" {
+		t.Errorf("truncated: %q", got)
+	}
+	if got := Summary(nil, packet.L2, 0); !strings.Contains(got, "not parsed") {
+		t.Errorf("empty: %q", got)
+	}
+}
