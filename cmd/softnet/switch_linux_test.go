@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -234,9 +235,16 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		pinged <- out
 	}()
 
+	logged := sp.logLen()
 	out := sp.mustCtl(t, "port", "add", "tun:sc3,netns="+ns[2].Name)
 	if !strings.Contains(out, "sc3") || !strings.Contains(out, "tun:sc3,netns="+ns[2].Name) {
 		t.Errorf("port add printed:\n%s", out)
+	}
+	// The log says who added it: ctl runs in this process.
+	rec, _ := sp.waitLog(t, logged, "the port added", func(r map[string]any) bool { return r["msg"] == "port added" })
+	me := map[string]any{"uid": float64(os.Getuid()), "gid": float64(os.Getgid()), "pid": float64(os.Getpid())}
+	if by, _ := rec["by"].(map[string]any); by["uid"] != me["uid"] || by["gid"] != me["gid"] || by["pid"] != me["pid"] {
+		t.Errorf("port added by %v, want %v", rec["by"], me)
 	}
 	sp.mustCtl(t, "route", "add", "198.18.3.0/24=sc3")
 	guest(t, ns[2], "sc3", 3)
@@ -374,7 +382,15 @@ func TestSwitchSIGHUP(t *testing.T) {
 		if rec["level"] == "ERROR" {
 			t.Fatalf("reload failed: %v", rec)
 		}
+		if by, _ := rec["by"].(map[string]any); by["signal"] != "SIGHUP" {
+			t.Errorf("reload's change logged by %v, want the signal", rec["by"])
+		}
 		changes = append(changes, rec["change"].(string))
+	}
+	if rec, _ := sp.waitLog(t, 0, "the port added", func(r map[string]any) bool { return r["msg"] == "port added" }); rec["port"] != "sh3" {
+		t.Errorf("port added: %v", rec)
+	} else if by, _ := rec["by"].(map[string]any); by["signal"] != "SIGHUP" {
+		t.Errorf("port added by %v, want the signal", rec["by"])
 	}
 	slices.Sort(changes)
 	want := []string{"port added: tun:sh3,netns=" + ns[2].Name, "route added: 198.18.3.0/24=sh3", "route removed: 198.18.9.0/24=sh2"}
@@ -437,6 +453,45 @@ func TestSwitchSIGHUP(t *testing.T) {
 	rec, _ := sp.waitLog(t, hup(), "the missing file's error", func(r map[string]any) bool { return r["level"] == "ERROR" })
 	if msg, _ := rec["err"].(string); !strings.Contains(msg, "no such file") {
 		t.Errorf("reload of a missing file: %v", rec)
+	}
+	sp.stop(t)
+}
+
+// --control-group gives the socket to a group, whose members may then
+// use it; a group that does not exist stops the switch before it starts.
+func TestSwitchControlGroup(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "sw.sock")
+	_, errOut, code := run(t, "switch", "--control", socket, "--control-group", "softnet-no-such-group")
+	if code != exitUsage || !strings.Contains(errOut, `--control-group: group "softnet-no-such-group": no such group`) {
+		t.Errorf("unknown group: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket made for an unknown group: %v", err)
+	}
+	if _, errOut, code := run(t, "switch", "--control", "", "--control-group", "daemon"); code != exitUsage || !strings.Contains(errOut, "no control socket") {
+		t.Errorf("--control-group without a socket: exit %d, stderr %q", code, errOut)
+	}
+
+	netnstest.RequireRoot(t) // giving the socket to a group one is not in needs CAP_CHOWN
+	name, gid := "", -1
+	for _, g := range []string{"nogroup", "daemon", "bin"} {
+		if id, err := control.LookupGroup(g); err == nil && id != os.Getegid() {
+			name, gid = g, id
+			break
+		}
+	}
+	if gid < 0 {
+		// Any name resolves to the process's own group, which a socket
+		// has without the flag: the check below would prove nothing.
+		t.Skip("no group other than the process's own: nogroup, daemon and bin do not exist")
+	}
+	sp := startSwitch(t, buildSoftnet(t), "--control-group", name)
+	fi, err := os.Stat(sp.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != gid || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket %v with group %d, want 0660 and %s (%d)", fi.Mode(), st.Gid, name, gid)
 	}
 	sp.stop(t)
 }

@@ -39,6 +39,7 @@ type liveSwitch struct {
 	ns     [2]*netnstest.NS
 	socket string
 	client *Client
+	logs   logBuffer // the switch's and the server's, as JSON lines
 }
 
 func startLive(t *testing.T) *liveSwitch {
@@ -55,7 +56,7 @@ func startLive(t *testing.T) *liveSwitch {
 		cfg.Ports = append(cfg.Ports, p)
 		cfg.Routes = append(cfg.Routes, vswitch.RouteSpec{Prefix: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", i+1)), Port: p.Name})
 	}
-	log := slog.New(slog.DiscardHandler)
+	log := slog.New(slog.NewJSONHandler(&ls.logs, nil))
 	sw, err := vswitch.Open(cfg, vswitch.Tuning{}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func startLive(t *testing.T) *liveSwitch {
 	if err := sw.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := Listen(ls.socket)
+	ln, err := Listen(ls.socket, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestAPI(t *testing.T) {
 func TestListenRefusesALiveSocket(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.sock")
-	ln, err := Listen(path)
+	ln, err := Listen(path, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if _, err := Listen(path); !errors.Is(err, ErrInUse) {
+	if _, err := Listen(path, -1); !errors.Is(err, ErrInUse) {
 		t.Errorf("second listen: %v, want ErrInUse", err)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -204,7 +205,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 	}
 	stale.SetUnlinkOnClose(false)
 	stale.Close()
-	ln2, err := Listen(path)
+	ln2, err := Listen(path, -1)
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
@@ -212,7 +213,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := Listen(path, -1); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("over a regular file: %v", err)
 	}
 	if err := NewClient(filepath.Join(dir, "none.sock")).Get(context.Background(), "/v1/stats", new(vswitch.Report)); !errors.Is(err, ErrNoSwitch) {

@@ -110,6 +110,11 @@ func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Who connected, for the log of the changes they make.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			p, err := peerOf(c)
+			return context.WithValue(ctx, peerKey{}, peerInfo{p, err})
+		},
 	}
 	return s
 }
@@ -125,6 +130,26 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting, waits for requests in progress up to ctx, and
 // closes the listeners (removing the socket file).
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+type peerKey struct{}
+
+// peerInfo is a connection's peer, or why it is not known.
+type peerInfo struct {
+	peer Peer
+	err  error
+}
+
+// caller is who sent r, as the log of a change names them.
+func caller(r *http.Request) slog.Attr {
+	pi, ok := r.Context().Value(peerKey{}).(peerInfo)
+	switch {
+	case !ok:
+		return slog.String("by", "unknown")
+	case pi.err != nil:
+		return slog.String("by", "unknown: "+pi.err.Error())
+	}
+	return pi.peer.By()
+}
 
 // limitClients answers 503 once n requests are in progress, so that a
 // crowd of clients cannot pile up goroutines without bound.
