@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -494,4 +495,69 @@ func TestSwitchControlGroup(t *testing.T) {
 		t.Errorf("socket %v with group %d, want 0660 and %s (%d)", fi.Mode(), st.Gid, name, gid)
 	}
 	sp.stop(t)
+}
+
+// softnet ctl capture and drops --watch, open when the switch stops, end
+// cleanly and say that the switch stopped.
+func TestCtlStreamsEndWhenTheSwitchStops(t *testing.T) {
+	netnstest.RequireRoot(t)
+	bin := buildSoftnet(t)
+	var ns [2]*netnstest.NS
+	for i := range ns {
+		ns[i] = netnstest.New(t)
+	}
+	sp := startSwitch(t, bin, "--port", "tun:ss1,netns="+ns[0].Name, "--port", "tun:ss2,netns="+ns[1].Name,
+		"--route", "198.18.1.0/24=ss1", "--route", "198.18.2.0/24=ss2")
+	guest(t, ns[0], "ss1", 1)
+	guest(t, ns[1], "ss2", 2)
+	pcapFile := filepath.Join(t.TempDir(), "ss1.pcap")
+	type result struct {
+		stderr string
+		code   int
+	}
+	captured, watched := make(chan result, 1), make(chan result, 1)
+	go func() {
+		_, errOut, code := sp.ctl(t, "capture", "ss1", "-w", pcapFile)
+		captured <- result{errOut, code}
+	}()
+	go func() {
+		_, errOut, code := sp.ctl(t, "drops", "--watch")
+		watched <- result{errOut, code}
+	}()
+	// Both run once the switch turns a second one away.
+	c := control.NewClient(sp.socket)
+	for _, path := range []string{"/v1/capture?port=ss1", "/v1/drops"} {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			resp, err := c.Stream(context.Background(), path)
+			if err == nil {
+				resp.Body.Close()
+			}
+			var refused *control.RefusedError
+			if errors.As(err, &refused) && refused.Status == http.StatusConflict {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not running after 10 s (%v)", path, err)
+			}
+		}
+	}
+	if err := ping(ns[0], "198.18.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	sp.stop(t)
+	for name, ch := range map[string]chan result{"capture": captured, "drops --watch": watched} {
+		select {
+		case r := <-ch:
+			if r.code != exitOK || !strings.Contains(r.stderr, "; the switch stopped") {
+				t.Errorf("ctl %s: exit %d, stderr %q", name, r.code, r.stderr)
+			}
+			// The capture holds the pings: 2 requests and 2 replies.
+			var n int
+			if _, err := fmt.Sscanf(r.stderr, "%d packets captured", &n); name == "capture" && (err != nil || n < 4) {
+				t.Errorf("ctl capture: %q, want 4 packets or more", r.stderr)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ctl %s still running 10 s after the switch stopped", name)
+		}
+	}
 }

@@ -212,15 +212,16 @@ func linkType(l packet.Layer) layers.LinkType {
 // How a capture ended, as the Softnet-End trailer says.
 const (
 	endCount   = "count"        // count packets were written
-	endClient  = "client"       // the client went away, or the switch stops
+	endClient  = "client"       // the client went away (EndStopped: the switch stops)
 	endRemoved = "port-removed" // the port was removed from the switch
 	endError   = "error"        // writing failed
 )
 
 // write streams the capture as pcap to w until count packets are
 // written, ctx ends or present reports the port gone (checked every
-// tick), calling flush after each pass over the lanes. It returns the
-// packets written and why it ended.
+// tick), calling flush after each pass over the lanes; once ctx ends or
+// the port goes, one more pass writes what the lanes hold. It returns
+// the packets written and why it ended.
 func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present func() bool) (int, string, error) {
 	pw := pcapgo.NewWriterNanos(w)
 	if err := pw.WriteFileHeader(uint32(c.opts.snaplen), linkType(c.opts.layer)); err != nil {
@@ -230,11 +231,13 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 	written := 0
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for gone := false; ; {
+	for end := ""; ; {
 		moved := 0
 		for i := range c.lanes {
 			l := &c.lanes[i]
-			for {
+			// At most a lane's worth a pass: a worker refilling it as
+			// fast as it drains must not keep the pass from ending.
+			for range len(l.slots) {
 				s, ok := l.full.Dequeue()
 				if !ok {
 					break
@@ -242,7 +245,9 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 				ci := l.meta[s]
 				err := pw.WritePacket(ci, l.slots[s][:ci.CaptureLength])
 				l.free.Enqueue(s)
-				if err != nil {
+				if err != nil && end == endClient {
+					return written, endClient, nil // the client went away
+				} else if err != nil {
 					return written, endError, err
 				}
 				written++
@@ -256,16 +261,18 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 		if moved > 0 {
 			flush()
 		}
-		if gone {
-			// The pass after the port went took what its last bursts
-			// left in the lanes.
-			return written, endRemoved, nil
+		if end != "" {
+			// The pass after the port went, or ctx ended, took what the
+			// last bursts left in the lanes.
+			return written, end, nil
 		}
 		select {
 		case <-ctx.Done():
-			return written, endClient, nil
+			end = endClient
 		case <-tick.C:
-			gone = !present()
+			if !present() {
+				end = endRemoved
+			}
 		}
 	}
 }

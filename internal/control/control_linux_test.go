@@ -40,6 +40,10 @@ type liveSwitch struct {
 	socket string
 	client *Client
 	logs   logBuffer // the switch's and the server's, as JSON lines
+
+	srv      *Server
+	served   chan error
+	stopOnce sync.Once
 }
 
 func startLive(t *testing.T) *liveSwitch {
@@ -69,11 +73,9 @@ func startLive(t *testing.T) *liveSwitch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(sw, log)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { ls.stop(t, srv, served) }) })
+	ls.srv, ls.served = NewServer(sw, log), make(chan error, 1)
+	go func() { ls.served <- ls.srv.Serve(ln) }()
+	t.Cleanup(func() { ls.stop(t, nil) })
 	for i, ns := range ls.ns {
 		other := 2 - i
 		dev := fmt.Sprintf("ct%d", i)
@@ -86,13 +88,22 @@ func startLive(t *testing.T) *liveSwitch {
 	return ls
 }
 
-func (ls *liveSwitch) stop(t *testing.T, srv *Server, served chan error) {
+// stop shuts the server down, calls between (if not nil), and closes
+// the switch, as softnet switch does; once.
+func (ls *liveSwitch) stop(t *testing.T, between func()) {
+	ls.stopOnce.Do(func() { ls.stopNow(t, between) })
+}
+
+func (ls *liveSwitch) stopNow(t *testing.T, between func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := ls.srv.Shutdown(ctx); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
-	if err := <-served; err != nil {
+	if between != nil {
+		between()
+	}
+	if err := <-ls.served; err != nil {
 		t.Errorf("serve: %v", err)
 	}
 	if _, err := os.Stat(ls.socket); !errors.Is(err, os.ErrNotExist) {
