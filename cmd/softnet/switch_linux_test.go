@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/packet"
 )
 
 // buildSoftnet builds the binary once per test into its temporary
@@ -510,54 +510,86 @@ func TestCtlStreamsEndWhenTheSwitchStops(t *testing.T) {
 		"--route", "198.18.1.0/24=ss1", "--route", "198.18.2.0/24=ss2")
 	guest(t, ns[0], "ss1", 1)
 	guest(t, ns[1], "ss2", 2)
-	pcapFile := filepath.Join(t.TempDir(), "ss1.pcap")
-	type result struct {
-		stderr string
-		code   int
+
+	// The two clients, as an operator runs them.
+	type client struct {
+		cmd            *exec.Cmd
+		stdout, stderr *lockedBuffer
+		exited         chan struct{}
+		err            error // Wait's, once exited is closed
 	}
-	captured, watched := make(chan result, 1), make(chan result, 1)
-	go func() {
-		_, errOut, code := sp.ctl(t, "capture", "ss1", "-w", pcapFile)
-		captured <- result{errOut, code}
-	}()
-	go func() {
-		_, errOut, code := sp.ctl(t, "drops", "--watch")
-		watched <- result{errOut, code}
-	}()
-	// Both run once the switch turns a second one away.
-	c := control.NewClient(sp.socket)
-	for _, path := range []string{"/v1/capture?port=ss1", "/v1/drops"} {
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			resp, err := c.Stream(context.Background(), path)
-			if err == nil {
-				resp.Body.Close()
-			}
-			var refused *control.RefusedError
-			if errors.As(err, &refused) && refused.Status == http.StatusConflict {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not running after 10 s (%v)", path, err)
-			}
+	start := func(args ...string) *client {
+		c := &client{cmd: exec.Command(bin, append([]string{"ctl", "--socket", sp.socket}, args...)...),
+			stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+		c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
+		go func() { c.err = c.cmd.Wait(); close(c.exited) }()
+		t.Cleanup(func() {
+			select {
+			case <-c.exited:
+			default:
+				_ = c.cmd.Process.Kill()
+				<-c.exited
+			}
+		})
+		return c
+	}
+	pcapFile := filepath.Join(t.TempDir(), "ss1.pcap")
+	capture := start("capture", "ss1", "-w", pcapFile)
+	watch := start("drops", "--watch")
+	// The capture runs once its file has the pcap header; the watch once
+	// it shows a drop: a packet from ss2's prefix sent on ss1, dropped as
+	// spoofed. Bounded: at most 200 packets, 50 ms apart.
+	for i := 0; ; i++ {
+		fi, err := os.Stat(pcapFile)
+		if err == nil && fi.Size() >= 24 && strings.Contains(watch.stdout.String(), "IP_RPFILTER") {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("the clients did not start within 10 s: capture %q, watch %q %q", capture.stderr.String(), watch.stdout.String(), watch.stderr.String())
+		}
+		pkt := make([]byte, 64)
+		pkt = pkt[:packet.PutUDP(pkt, netip.MustParseAddrPort("198.18.2.7:1000"), netip.MustParseAddrPort("198.18.2.1:7"), []byte("spoofed"))]
+		ns[0].Inject(t, "ss1", false, pkt)
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := ping(ns[0], "198.18.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	sp.stop(t)
-	for name, ch := range map[string]chan result{"capture": captured, "drops --watch": watched} {
+	for name, c := range map[string]*client{"capture": capture, "drops --watch": watch} {
 		select {
-		case r := <-ch:
-			if r.code != exitOK || !strings.Contains(r.stderr, "; the switch stopped") {
-				t.Errorf("ctl %s: exit %d, stderr %q", name, r.code, r.stderr)
-			}
-			// The capture holds the pings: 2 requests and 2 replies.
-			var n int
-			if _, err := fmt.Sscanf(r.stderr, "%d packets captured", &n); name == "capture" && (err != nil || n < 4) {
-				t.Errorf("ctl capture: %q, want 4 packets or more", r.stderr)
+		case <-c.exited:
+			if c.err != nil || !strings.Contains(c.stderr.String(), "; the switch stopped") {
+				t.Errorf("ctl %s: %v, stderr %q", name, c.err, c.stderr.String())
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("ctl %s still running 10 s after the switch stopped", name)
 		}
 	}
+	// The capture holds the pings: 2 requests and 2 replies.
+	var n int
+	if _, err := fmt.Sscanf(capture.stderr.String(), "%d packets captured", &n); err != nil || n < 4 {
+		t.Errorf("ctl capture: %q, want 4 packets or more", capture.stderr.String())
+	}
+}
+
+// lockedBuffer is a child process's output, read while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
