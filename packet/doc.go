@@ -29,6 +29,10 @@
 // buffer holds more. A transport protocol Parse does not know is not an
 // error; Headers.L4Off is then 0.
 //
+// ParseSnapshot parses the first bytes of a longer packet (what a capture
+// keeps) the same way, taking the lengths from the headers and the
+// packet's length, and reports a header the snapshot cuts as HdrTrunc.
+//
 // Parse does not verify checksums; IPv4HeaderChecksumOK (which the L3
 // forwarder applies to every IPv4 packet) and
 // TransportChecksumOK do, for the callers that must.

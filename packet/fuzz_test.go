@@ -25,10 +25,12 @@ func FuzzParse(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var l2, l3 Headers
-		ok, reason := Parse(data, L2, &l2)
-		checkParsed(t, data, L2, &l2, ok, reason)
-		ok, reason = Parse(data, L3, &l3)
+		ok2, reason2 := Parse(data, L2, &l2)
+		checkParsed(t, data, L2, &l2, ok2, reason2)
+		ok, reason := Parse(data, L3, &l3)
 		checkParsed(t, data, L3, &l3, ok, reason)
+		checkSnapshots(t, data, L2, &l2, ok2, reason2)
+		checkSnapshots(t, data, L3, &l3, ok, reason)
 
 		if len(data) == 0 {
 			return
@@ -56,6 +58,31 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkSnapshots parses snapshots of data, cut at a few places, and
+// checks them against what Parse made of the whole: the same headers once
+// the snapshot holds them, HdrTrunc before, and a malformed packet never
+// parsed.
+func checkSnapshots(t *testing.T, data []byte, from Layer, whole *Headers, ok bool, reason drop.Reason) {
+	t.Helper()
+	for _, n := range []int{0, 1, 14, 20, 34, 40, 54, 60, 128, len(data) / 2, len(data) - 1, len(data)} {
+		if n < 0 || n > len(data) {
+			continue
+		}
+		var h Headers
+		sok, sreason := ParseSnapshot(data[:n], len(data), from, &h)
+		switch {
+		case n == len(data) && (sok != ok || !ok && sreason != reason || ok && h != *whole):
+			t.Fatalf("layer %d: the whole packet as a snapshot: ok=%v %v %+v, Parse: ok=%v %v %+v", from, sok, sreason, h, ok, reason, *whole)
+		case sok && !ok:
+			t.Fatalf("layer %d: a snapshot of %d bytes parses, the packet fails: %v", from, n, reason)
+		case sok && h != *whole:
+			t.Fatalf("layer %d: snapshot of %d bytes:\n got %+v\nwant %+v", from, n, h, *whole)
+		case !sok && sreason != drop.HdrTrunc && sreason != reason:
+			t.Fatalf("layer %d: snapshot of %d bytes: %v; the whole packet: ok=%v %v", from, n, sreason, ok, reason)
+		}
+	}
 }
 
 // checkParsed checks what Parse returned for data, and runs the functions

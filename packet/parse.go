@@ -112,30 +112,55 @@ func (h *Headers) Reset() { *h = Headers{} }
 // h holds whatever was parsed before the failure. An unknown Layer reports
 // drop.NotSpecified.
 func Parse(b []byte, from Layer, h *Headers) (ok bool, reason drop.Reason) {
+	return parse(b, len(b), from, h)
+}
+
+// ParseSnapshot parses snap, the first bytes of a packet of length bytes
+// (what a capture or a drop sample keeps of it), as Parse would parse the
+// whole packet: lengths are judged against length and taken from the
+// headers, so h.L3Len may reach past the end of snap. A header that snap
+// cuts short is reported as drop.HdrTrunc, with h holding what came
+// before it; a length shorter than snap counts as len(snap).
+func ParseSnapshot(snap []byte, length int, from Layer, h *Headers) (ok bool, reason drop.Reason) {
+	return parse(snap, max(length, len(snap)), from, h)
+}
+
+// parse parses b, the first bytes of a packet of wire >= len(b) bytes.
+// Reads are bounded by b, lengths by wire.
+func parse(b []byte, wire int, from Layer, h *Headers) (bool, drop.Reason) {
 	h.Reset()
 	switch from {
 	case L2:
-		return h.parseEthernet(b)
+		return h.parseEthernet(b, wire)
 	case L3:
 		if len(b) == 0 {
-			return false, drop.PktTooSmall
+			return false, truncated(wire > 0)
 		}
 		// A TUN device carries no EtherType: the version nibble is the
 		// only hint of what follows.
 		switch b[0] >> 4 {
 		case 4:
-			return h.parseIPv4(b, 0)
+			return h.parseIPv4(b, wire, 0)
 		case 6:
-			return h.parseIPv6(b, 0)
+			return h.parseIPv6(b, wire, 0)
 		}
 		return false, drop.InvalidProto
 	}
 	return false, drop.NotSpecified
 }
 
-func (h *Headers) parseEthernet(b []byte) (bool, drop.Reason) {
+// truncated is the reason for a packet too short for its first header:
+// the snapshot's (HdrTrunc) if the packet itself was long enough.
+func truncated(snapshotCut bool) drop.Reason {
+	if snapshotCut {
+		return drop.HdrTrunc
+	}
+	return drop.PktTooSmall
+}
+
+func (h *Headers) parseEthernet(b []byte, wire int) (bool, drop.Reason) {
 	if len(b) < EthernetHeaderLen {
-		return false, drop.PktTooSmall
+		return false, truncated(wire >= EthernetHeaderLen)
 	}
 	h.Dst = [6]byte(b[0:6])
 	h.Src = [6]byte(b[6:12])
@@ -153,9 +178,9 @@ func (h *Headers) parseEthernet(b []byte) (bool, drop.Reason) {
 	h.L3Off = off
 	switch etherType {
 	case EtherTypeIPv4:
-		return h.parseIPv4(b, off)
+		return h.parseIPv4(b, wire, off)
 	case EtherTypeIPv6:
-		return h.parseIPv6(b, off)
+		return h.parseIPv6(b, wire, off)
 	case EtherTypeARP:
 		return h.parseARP(b, off)
 	}
@@ -163,7 +188,7 @@ func (h *Headers) parseEthernet(b []byte) (bool, drop.Reason) {
 	return false, drop.UnhandledProto
 }
 
-func (h *Headers) parseIPv4(b []byte, off int) (bool, drop.Reason) {
+func (h *Headers) parseIPv4(b []byte, wire, off int) (bool, drop.Reason) {
 	ip := b[off:]
 	if len(ip) < IPv4HeaderLen {
 		return false, drop.HdrTrunc
@@ -179,7 +204,7 @@ func (h *Headers) parseIPv4(b []byte, off int) (bool, drop.Reason) {
 		return false, drop.HdrTrunc
 	}
 	totalLen := int(be16(ip[2:]))
-	if totalLen < hdrLen || totalLen > len(ip) {
+	if totalLen < hdrLen || totalLen > wire-off {
 		return false, drop.InvalidProto
 	}
 	h.Proto = EtherTypeIPv4
@@ -197,10 +222,11 @@ func (h *Headers) parseIPv4(b []byte, off int) (bool, drop.Reason) {
 	}
 	// The transport header must fit in the IP packet, not merely in the
 	// buffer, whose tail may be Ethernet padding.
-	return h.parseTransport(b[:off+totalLen], off+hdrLen)
+	end := off + totalLen
+	return h.parseTransport(b[:min(end, len(b))], off+hdrLen, end)
 }
 
-func (h *Headers) parseIPv6(b []byte, off int) (bool, drop.Reason) {
+func (h *Headers) parseIPv6(b []byte, wire, off int) (bool, drop.Reason) {
 	ip := b[off:]
 	if len(ip) < IPv6HeaderLen {
 		return false, drop.HdrTrunc
@@ -209,7 +235,7 @@ func (h *Headers) parseIPv6(b []byte, off int) (bool, drop.Reason) {
 		return false, drop.InvalidProto
 	}
 	totalLen := IPv6HeaderLen + int(be16(ip[4:]))
-	if totalLen > len(ip) {
+	if totalLen > wire-off {
 		return false, drop.InvalidProto
 	}
 	h.Proto = EtherTypeIPv6
@@ -219,7 +245,8 @@ func (h *Headers) parseIPv6(b []byte, off int) (bool, drop.Reason) {
 	h.SrcIP = netip.AddrFrom16([16]byte(ip[8:24]))
 	h.DstIP = netip.AddrFrom16([16]byte(ip[24:40]))
 
-	pkt := b[:off+totalLen]
+	end := off + totalLen
+	pkt := b[:min(end, len(b))]
 	next := ip[6]
 	l4Off := off + IPv6HeaderLen
 	// Each extension header is at least 8 bytes long and must fit in the
@@ -250,14 +277,14 @@ func (h *Headers) parseIPv6(b []byte, off int) (bool, drop.Reason) {
 			}
 		default:
 			h.IPProto = next
-			return h.parseTransport(pkt, l4Off)
+			return h.parseTransport(pkt, l4Off, end)
 		}
 	}
 }
 
-// parseTransport parses the transport header at l4Off; pkt ends where the
-// IP packet ends.
-func (h *Headers) parseTransport(pkt []byte, l4Off int) (bool, drop.Reason) {
+// parseTransport parses the transport header at l4Off; the IP packet ends
+// at end, pkt where it or the snapshot ends.
+func (h *Headers) parseTransport(pkt []byte, l4Off, end int) (bool, drop.Reason) {
 	l4 := pkt[l4Off:]
 	switch h.IPProto {
 	case ProtoUDP:
@@ -270,7 +297,7 @@ func (h *Headers) parseTransport(pkt []byte, l4Off int) (bool, drop.Reason) {
 			return false, drop.HdrTrunc
 		}
 		dataOff := int(l4[12]>>4) * 4
-		if dataOff < TCPHeaderLen || dataOff > len(l4) {
+		if dataOff < TCPHeaderLen || dataOff > end-l4Off {
 			return false, drop.InvalidProto
 		}
 		h.SrcPort, h.DstPort = be16(l4[0:]), be16(l4[2:])

@@ -359,6 +359,44 @@ func TestParseTruncated(t *testing.T) {
 	}
 }
 
+// A snapshot of a valid packet parses as the whole packet once it holds
+// its headers, and as HdrTrunc before; a malformed packet is as malformed
+// in any snapshot of it, or cut before the fault.
+func TestParseSnapshot(t *testing.T) {
+	for _, c := range goodCases() {
+		parsedFrom := -1
+		for n := 0; n <= len(c.data); n++ {
+			var h Headers
+			ok, reason := ParseSnapshot(c.data[:n], len(c.data), c.from, &h)
+			switch {
+			case ok && h != c.want:
+				t.Errorf("%s, snapshot of %d bytes:\n got %+v\nwant %+v", c.name, n, h, c.want)
+			case ok && parsedFrom < 0:
+				parsedFrom = n
+			case !ok && parsedFrom >= 0:
+				t.Errorf("%s: a snapshot of %d bytes parses, one of %d fails (%v)", c.name, parsedFrom, n, reason)
+			case !ok && reason != drop.HdrTrunc:
+				t.Errorf("%s, snapshot of %d bytes: %v, want HdrTrunc", c.name, n, reason)
+			}
+		}
+		if parsedFrom < 0 {
+			t.Errorf("%s: the whole packet does not parse as a snapshot", c.name)
+		}
+	}
+	// The IP length is judged against the packet's length, not the
+	// snapshot's.
+	var h Headers
+	if ok, reason := ParseSnapshot(udp4Packet[:28], len(udp4Packet)-1, L3, &h); ok || reason != drop.InvalidProto {
+		t.Errorf("IP length past the packet: ok=%v %v, want InvalidProto", ok, reason)
+	}
+	if ok, reason := ParseSnapshot(udp4Packet, 10, L3, &h); !ok || h.L3Len != len(udp4Packet) {
+		t.Errorf("length shorter than the snapshot: ok=%v %v, %+v", ok, reason, h)
+	}
+	if ok, reason := ParseSnapshot(nil, 0, L3, &h); ok || reason != drop.PktTooSmall {
+		t.Errorf("an empty packet: ok=%v %v, want PktTooSmall", ok, reason)
+	}
+}
+
 // TestParseShortIPLength cuts valid packets at every length and makes the
 // IP length field agree, so the IP header is valid and the headers after it
 // are what is truncated.
@@ -495,6 +533,13 @@ func TestParseMalformed(t *testing.T) {
 		ok, reason := Parse(c.data, c.from, &h)
 		if ok || reason != c.reason {
 			t.Errorf("%s: got ok=%v %v, want %v", c.name, ok, reason, c.reason)
+		}
+		for n := 0; n <= len(c.data); n++ {
+			ok, reason := ParseSnapshot(c.data[:n], len(c.data), c.from, &h)
+			want := reason == c.reason || n < len(c.data) && reason == drop.HdrTrunc
+			if ok || !want {
+				t.Errorf("%s, snapshot of %d bytes: got ok=%v %v, want %v", c.name, n, ok, reason, c.reason)
+			}
 		}
 	}
 }

@@ -306,8 +306,9 @@ func newDropsCmd(client func() *control.Client) *cobra.Command {
 		Long: `drops prints the switch's drops by port and reason. With --watch it streams
 dropped packets as they happen, one line each: time, port, worker, reason
 and the packet's headers decoded. The switch samples at most --rate drops a
-second, on its workers, without ever making them wait; on exit (Ctrl-C, or
-after -n drops) ctl prints how many drops the sampler skipped and lost.`,
+second, on its workers, without ever making them wait; on exit (Ctrl-C,
+after -n drops, or when the switch stops) ctl prints how many drops the
+sampler skipped and lost.`,
 		Example: `  softnet ctl drops
   softnet ctl drops --watch --rate 10`,
 		Args: cobra.NoArgs,
@@ -362,7 +363,11 @@ after -n drops) ctl prints how many drops the sampler skipped and lost.`,
 					fmt.Fprintf(out, "%s %-8s w%d %-16s %s\n", ev.Time.Format("15:04:05.000000"), ev.Port, ev.Worker, ev.Reason, ev.Summary)
 				}
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d drops shown; the sampler skipped %d (over --rate) and lost %d (not read in time)\n", last.Sent, last.SampledOut, last.Lost)
+			why := ""
+			if last.End == control.EndStopped {
+				why = "; the switch stopped"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d drops shown; the sampler skipped %d (over --rate) and lost %d (not read in time)%s\n", last.Sent, last.SampledOut, last.Lost, why)
 			return nil
 		},
 	}
@@ -426,8 +431,11 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 				lost = "an unknown number of" // interrupted before the switch said
 			}
 			why := ""
-			if resp.Trailer.Get("Softnet-End") == "port-removed" {
+			switch resp.Trailer.Get("Softnet-End") {
+			case "port-removed":
 				why = "; the port was removed from the switch"
+			case control.EndStopped:
+				why = "; the switch stopped"
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d packets captured; %s packets dropped because the capture's buffer was full%s\n", n, lost, why)
 			if err != nil && cmd.Context().Err() == nil {

@@ -31,6 +31,7 @@ func newSwitchCmd() *cobra.Command {
 		configFile    string
 		statsJSON     string
 		controlPath   string
+		controlGroup  string
 		metricsAddr   string
 		logFormat     string
 		logLevel      string
@@ -116,6 +117,9 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if workers < 1 || workers > vswitch.MaxWorkers {
 				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
 			}
+			if controlGroup != "" && controlPath == "" {
+				return usageError{errors.New(`--control-group: there is no control socket (--control "")`)}
+			}
 			// SIGHUP's default ends the process: caught from the start,
 			// it is handled once the switch runs.
 			hup := make(chan os.Signal, 1)
@@ -168,7 +172,13 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			}()
 			var apiLn, metricsLn net.Listener
 			if controlPath != "" {
-				if apiLn, err = control.Listen(controlPath); err != nil {
+				gid := -1
+				if controlGroup != "" {
+					if gid, err = control.LookupGroup(controlGroup); err != nil {
+						return usageError{fmt.Errorf("--control-group: %w", err)}
+					}
+				}
+				if apiLn, err = control.Listen(controlPath, gid); err != nil {
 					return err
 				}
 				lns = append(lns, apiLn)
@@ -229,6 +239,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")
 	f.DurationVar(&busyPoll, "busy-poll", vswitch.DefaultBusyPoll, "after finding work, a worker keeps polling this long before it sleeps (0: sleep after a few empty rounds)")
 	f.StringVar(&controlPath, "control", control.DefaultSocket, `serve the control API (softnet ctl) on this Unix socket, mode 0660; "" for none`)
+	f.StringVar(&controlGroup, "control-group", "", "give the control socket this group (name or ID), whose members may then use softnet ctl without root")
 	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9477)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -299,9 +310,10 @@ func reload(sw *vswitch.Switch, file string, load func() (vswitch.Config, error)
 		log.Error("config reload failed; nothing was changed", "file", file, "err", err)
 		return
 	}
-	changes, err := sw.Apply(cfg)
+	by := vswitch.BySignal("SIGHUP")
+	changes, err := sw.Apply(cfg, by)
 	for _, c := range changes {
-		log.Info("config reloaded", "file", file, "change", c)
+		log.Info("config reloaded", "file", file, "change", c, by)
 	}
 	if err != nil {
 		log.Error("config reload failed", "file", file, "err", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/packet"
 )
 
 // buildSoftnet builds the binary once per test into its temporary
@@ -235,9 +237,16 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		pinged <- out
 	}()
 
+	logged := sp.logLen()
 	out := sp.mustCtl(t, "port", "add", "tun:sc3,netns="+ns[2].Name)
 	if !strings.Contains(out, "sc3") || !strings.Contains(out, "tun:sc3,netns="+ns[2].Name) {
 		t.Errorf("port add printed:\n%s", out)
+	}
+	// The log says who added it: ctl runs in this process.
+	rec, _ := sp.waitLog(t, logged, "the port added", func(r map[string]any) bool { return r["msg"] == "port added" })
+	me := map[string]any{"uid": float64(os.Getuid()), "gid": float64(os.Getgid()), "pid": float64(os.Getpid())}
+	if by, _ := rec["by"].(map[string]any); by["uid"] != me["uid"] || by["gid"] != me["gid"] || by["pid"] != me["pid"] {
+		t.Errorf("port added by %v, want %v", rec["by"], me)
 	}
 	sp.mustCtl(t, "route", "add", "198.18.3.0/24=sc3")
 	guest(t, ns[2], "sc3", 3)
@@ -384,7 +393,15 @@ func TestSwitchSIGHUP(t *testing.T) {
 		if rec["level"] == "ERROR" {
 			t.Fatalf("reload failed: %v", rec)
 		}
+		if by, _ := rec["by"].(map[string]any); by["signal"] != "SIGHUP" {
+			t.Errorf("reload's change logged by %v, want the signal", rec["by"])
+		}
 		changes = append(changes, rec["change"].(string))
+	}
+	if rec, _ := sp.waitLog(t, 0, "the port added", func(r map[string]any) bool { return r["msg"] == "port added" }); rec["port"] != "sh3" {
+		t.Errorf("port added: %v", rec)
+	} else if by, _ := rec["by"].(map[string]any); by["signal"] != "SIGHUP" {
+		t.Errorf("port added by %v, want the signal", rec["by"])
 	}
 	slices.Sort(changes)
 	want := []string{"port added: tun:sh3,netns=" + ns[2].Name, "route added: 198.18.3.0/24=sh3", "route removed: 198.18.9.0/24=sh2"}
@@ -449,4 +466,140 @@ func TestSwitchSIGHUP(t *testing.T) {
 		t.Errorf("reload of a missing file: %v", rec)
 	}
 	sp.stop(t)
+}
+
+// --control-group gives the socket to a group, whose members may then
+// use it; a group that does not exist stops the switch before it starts.
+func TestSwitchControlGroup(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "sw.sock")
+	_, errOut, code := run(t, "switch", "--control", socket, "--control-group", "softnet-no-such-group")
+	if code != exitUsage || !strings.Contains(errOut, `--control-group: group "softnet-no-such-group": no such group`) {
+		t.Errorf("unknown group: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket made for an unknown group: %v", err)
+	}
+	if _, errOut, code := run(t, "switch", "--control", "", "--control-group", "daemon"); code != exitUsage || !strings.Contains(errOut, "no control socket") {
+		t.Errorf("--control-group without a socket: exit %d, stderr %q", code, errOut)
+	}
+
+	netnstest.RequireRoot(t) // giving the socket to a group one is not in needs CAP_CHOWN
+	name, gid := "", -1
+	for _, g := range []string{"nogroup", "daemon", "bin"} {
+		if id, err := control.LookupGroup(g); err == nil && id != os.Getegid() {
+			name, gid = g, id
+			break
+		}
+	}
+	if gid < 0 {
+		// Any name resolves to the process's own group, which a socket
+		// has without the flag: the check below would prove nothing.
+		t.Skip("no group other than the process's own: nogroup, daemon and bin do not exist")
+	}
+	sp := startSwitch(t, buildSoftnet(t), "--control-group", name)
+	fi, err := os.Stat(sp.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != gid || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket %v with group %d, want 0660 and %s (%d)", fi.Mode(), st.Gid, name, gid)
+	}
+	sp.stop(t)
+}
+
+// softnet ctl capture and drops --watch, open when the switch stops, end
+// cleanly and say that the switch stopped.
+func TestCtlStreamsEndWhenTheSwitchStops(t *testing.T) {
+	netnstest.RequireRoot(t)
+	bin := buildSoftnet(t)
+	var ns [2]*netnstest.NS
+	for i := range ns {
+		ns[i] = netnstest.New(t)
+	}
+	sp := startSwitch(t, bin, "--port", "tun:ss1,netns="+ns[0].Name, "--port", "tun:ss2,netns="+ns[1].Name,
+		"--route", "198.18.1.0/24=ss1", "--route", "198.18.2.0/24=ss2")
+	guest(t, ns[0], "ss1", 1)
+	guest(t, ns[1], "ss2", 2)
+
+	// The two clients, as an operator runs them.
+	type client struct {
+		cmd            *exec.Cmd
+		stdout, stderr *lockedBuffer
+		exited         chan struct{}
+		err            error // Wait's, once exited is closed
+	}
+	start := func(args ...string) *client {
+		c := &client{cmd: exec.Command(bin, append([]string{"ctl", "--socket", sp.socket}, args...)...),
+			stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+		c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { c.err = c.cmd.Wait(); close(c.exited) }()
+		t.Cleanup(func() {
+			select {
+			case <-c.exited:
+			default:
+				_ = c.cmd.Process.Kill()
+				<-c.exited
+			}
+		})
+		return c
+	}
+	pcapFile := filepath.Join(t.TempDir(), "ss1.pcap")
+	capture := start("capture", "ss1", "-w", pcapFile)
+	watch := start("drops", "--watch")
+	// The capture runs once its file has the pcap header; the watch once
+	// it shows a drop: a packet from ss2's prefix sent on ss1, dropped as
+	// spoofed. Bounded: at most 200 packets, 50 ms apart.
+	for i := 0; ; i++ {
+		fi, err := os.Stat(pcapFile)
+		if err == nil && fi.Size() >= 24 && strings.Contains(watch.stdout.String(), "IP_RPFILTER") {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("the clients did not start within 10 s: capture %q, watch %q %q", capture.stderr.String(), watch.stdout.String(), watch.stderr.String())
+		}
+		pkt := make([]byte, 64)
+		pkt = pkt[:packet.PutUDP(pkt, netip.MustParseAddrPort("198.18.2.7:1000"), netip.MustParseAddrPort("198.18.2.1:7"), []byte("spoofed"))]
+		ns[0].Inject(t, "ss1", false, pkt)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := ping(ns[0], "198.18.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	sp.stop(t)
+	for name, c := range map[string]*client{"capture": capture, "drops --watch": watch} {
+		select {
+		case <-c.exited:
+			if c.err != nil || !strings.Contains(c.stderr.String(), "; the switch stopped") {
+				t.Errorf("ctl %s: %v, stderr %q", name, c.err, c.stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ctl %s still running 10 s after the switch stopped", name)
+		}
+	}
+	// The capture holds the pings: 2 requests and 2 replies.
+	var n int
+	if _, err := fmt.Sscanf(capture.stderr.String(), "%d packets captured", &n); err != nil || n < 4 {
+		t.Errorf("ctl capture: %q, want 4 packets or more", capture.stderr.String())
+	}
+}
+
+// lockedBuffer is a child process's output, read while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

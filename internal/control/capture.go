@@ -308,15 +308,19 @@ func linkType(l packet.Layer) layers.LinkType {
 // How a capture ended, as the Softnet-End trailer says.
 const (
 	endCount   = "count"        // count packets were written
-	endClient  = "client"       // the client went away, or the switch stops
+	endClient  = "client"       // the client went away (EndStopped: the switch stops)
 	endRemoved = "port-removed" // the port was removed from the switch
 	endError   = "error"        // writing failed
 )
 
+// passMax bounds the packets one pass of write takes from the buffer.
+const passMax = 4096
+
 // write streams the capture as pcap to w until count packets are
 // written, ctx ends or present reports the port gone (checked every
-// tick), calling flush after each pass over the buffer. It returns the
-// packets written and why it ended.
+// tick), calling flush after each pass over the buffer; once ctx ends or
+// the port goes, one more pass writes what the buffer holds. It returns
+// the packets written and why it ended.
 func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present func() bool) (int, string, error) {
 	pw := pcapgo.NewWriterNanos(w)
 	if err := pw.WriteFileHeader(uint32(c.opts.snaplen), linkType(c.opts.layer)); err != nil {
@@ -326,16 +330,20 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 	written := 0
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for gone := false; ; {
+	for end := ""; ; {
 		moved := 0
-		for {
+		// At most passMax packets a pass: workers refilling the buffer as
+		// fast as it drains must not keep the pass from ending.
+		for range passMax {
 			ci, data, ok := c.buf.next()
 			if !ok {
 				break
 			}
 			err := pw.WritePacket(ci, data)
 			c.buf.release(ci)
-			if err != nil {
+			if err != nil && end == endClient {
+				return written, endClient, nil // the client went away
+			} else if err != nil {
 				return written, endError, err
 			}
 			written++
@@ -348,16 +356,18 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 		if moved > 0 {
 			flush()
 		}
-		if gone {
-			// The pass after the port went took what its last bursts
-			// left in the buffer.
-			return written, endRemoved, nil
+		if end != "" {
+			// The pass after the port went, or ctx ended, took what the
+			// last bursts left in the buffer.
+			return written, end, nil
 		}
 		select {
 		case <-ctx.Done():
-			return written, endClient, nil
+			end = endClient
 		case <-tick.C:
-			gone = !present()
+			if !present() {
+				end = endRemoved
+			}
 		}
 	}
 }

@@ -39,6 +39,11 @@ type liveSwitch struct {
 	ns     [2]*netnstest.NS
 	socket string
 	client *Client
+	logs   logBuffer // the switch's and the server's, as JSON lines
+
+	srv      *Server
+	served   chan error
+	stopOnce sync.Once
 }
 
 func startLive(t *testing.T) *liveSwitch {
@@ -55,7 +60,7 @@ func startLive(t *testing.T) *liveSwitch {
 		cfg.Ports = append(cfg.Ports, p)
 		cfg.Routes = append(cfg.Routes, vswitch.RouteSpec{Prefix: netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", i+1)), Port: p.Name})
 	}
-	log := slog.New(slog.DiscardHandler)
+	log := slog.New(slog.NewJSONHandler(&ls.logs, nil))
 	sw, err := vswitch.Open(cfg, vswitch.Tuning{}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -64,15 +69,13 @@ func startLive(t *testing.T) *liveSwitch {
 	if err := sw.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := Listen(ls.socket)
+	ln, err := Listen(ls.socket, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(sw, log)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { ls.stop(t, srv, served) }) })
+	ls.srv, ls.served = NewServer(sw, log), make(chan error, 1)
+	go func() { ls.served <- ls.srv.Serve(ln) }()
+	t.Cleanup(func() { ls.stop(t, nil) })
 	for i, ns := range ls.ns {
 		other := 2 - i
 		dev := fmt.Sprintf("ct%d", i)
@@ -85,13 +88,22 @@ func startLive(t *testing.T) *liveSwitch {
 	return ls
 }
 
-func (ls *liveSwitch) stop(t *testing.T, srv *Server, served chan error) {
+// stop shuts the server down, calls between (if not nil), and closes
+// the switch, as softnet switch does; once.
+func (ls *liveSwitch) stop(t *testing.T, between func()) {
+	ls.stopOnce.Do(func() { ls.stopNow(t, between) })
+}
+
+func (ls *liveSwitch) stopNow(t *testing.T, between func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := ls.srv.Shutdown(ctx); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
-	if err := <-served; err != nil {
+	if between != nil {
+		between()
+	}
+	if err := <-ls.served; err != nil {
 		t.Errorf("serve: %v", err)
 	}
 	if _, err := os.Stat(ls.socket); !errors.Is(err, os.ErrNotExist) {
@@ -178,7 +190,7 @@ func TestAPI(t *testing.T) {
 func TestListenRefusesALiveSocket(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.sock")
-	ln, err := Listen(path)
+	ln, err := Listen(path, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +203,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if _, err := Listen(path); !errors.Is(err, ErrInUse) {
+	if _, err := Listen(path, -1); !errors.Is(err, ErrInUse) {
 		t.Errorf("second listen: %v, want ErrInUse", err)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -205,7 +217,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 	}
 	stale.SetUnlinkOnClose(false)
 	stale.Close()
-	ln2, err := Listen(path)
+	ln2, err := Listen(path, -1)
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
@@ -213,7 +225,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := Listen(path, -1); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("over a regular file: %v", err)
 	}
 	if err := NewClient(filepath.Join(dir, "none.sock")).Get(context.Background(), "/v1/stats", new(vswitch.Report)); !errors.Is(err, ErrNoSwitch) {

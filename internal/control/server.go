@@ -36,7 +36,14 @@ type Server struct {
 	http *http.Server
 	log  *slog.Logger
 
+	// stopping ends with Shutdown: every request's context derives from
+	// it, so that streams end before the switch they read closes.
+	stopping   context.Context
+	endStreams context.CancelFunc
+	handlers   sync.WaitGroup // requests being answered
+
 	mu        sync.Mutex
+	stopped   bool                 // Shutdown began: no new requests
 	watching  bool                 // a drop watch runs
 	capturing map[*tun.Device]bool // ports with a capture running
 }
@@ -78,6 +85,7 @@ func matches(pattern, path string) bool {
 // NewServer returns the API server of sw.
 func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 	s := &Server{sw: sw, log: log, capturing: map[*tun.Device]bool{}}
+	s.stopping, s.endStreams = context.WithCancel(context.Background())
 	endpoints := []endpoint{
 		{"GET", "/v1/stats", s.stats},
 		{"GET", "/v1/ports", s.ports},
@@ -104,12 +112,18 @@ func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 		writeError(w, http.StatusNotFound, "no such resource: "+r.URL.Path)
 	})
 	s.http = &http.Server{
-		Handler:           limitClients(mux, maxClients),
+		Handler:           s.track(limitClients(mux, maxClients)),
+		BaseContext:       func(net.Listener) context.Context { return s.stopping },
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Who connected, for the log of the changes they make.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			p, err := peerOf(c)
+			return context.WithValue(ctx, peerKey{}, peerInfo{p, err})
+		},
 	}
 	return s
 }
@@ -122,9 +136,65 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops accepting, waits for requests in progress up to ctx, and
-// closes the listeners (removing the socket file).
-func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+// Shutdown stops accepting, ends the streams (captures and drop watches,
+// which send their trailers saying the switch stopped), waits for
+// requests in progress up to ctx, and closes the listeners (removing the
+// socket file). When it returns, no handler runs: the switch can close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.endStreams()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		// Past ctx, a client that does not read can hold its handler in
+		// a write; closing the connections frees it.
+		err = errors.Join(err, s.http.Close())
+	}
+	s.handlers.Wait()
+	return err
+}
+
+// switchStopped reports whether the server ends its streams because the
+// switch stops.
+func (s *Server) switchStopped() bool { return s.stopping.Err() != nil }
+
+// track counts the requests being answered, for Shutdown to wait for,
+// and turns away those that arrive once it began.
+func (s *Server) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			writeError(w, http.StatusServiceUnavailable, "the switch is stopping")
+			return
+		}
+		s.handlers.Add(1)
+		s.mu.Unlock()
+		defer s.handlers.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+type peerKey struct{}
+
+// peerInfo is a connection's peer, or why it is not known.
+type peerInfo struct {
+	peer Peer
+	err  error
+}
+
+// caller is who sent r, as the log of a change names them.
+func caller(r *http.Request) slog.Attr {
+	pi, ok := r.Context().Value(peerKey{}).(peerInfo)
+	switch {
+	case !ok:
+		return slog.String("by", "unknown")
+	case pi.err != nil:
+		return slog.String("by", "unknown: "+pi.err.Error())
+	}
+	return pi.peer.By()
+}
 
 // limitClients answers 503 once n requests are in progress, so that a
 // crowd of clients cannot pile up goroutines without bound.
@@ -235,7 +305,15 @@ type DropEvent struct {
 	Sent       uint64    `json:"sent,omitempty"`
 	SampledOut uint64    `json:"sampled_out,omitempty"`
 	Lost       uint64    `json:"lost,omitempty"`
+	// The last status line says why the watch ended: "count" or
+	// EndStopped. (A client that went away is sent nothing.)
+	End string `json:"end,omitempty"`
 }
+
+// EndStopped ends a drop watch (DropEvent.End) or a capture (the
+// Softnet-End trailer, beside the ends capture.go lists) when the switch
+// stops.
+const EndStopped = "switch-stopped"
 
 // claim marks a drop watch (dev nil) or a port's capture as running,
 // or reports that one already is.
@@ -312,14 +390,14 @@ func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count 
 	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
 	var sent uint64
-	status := func() error {
+	status := func(end string) error {
 		out, lost := dw.counts()
-		return enc.Encode(DropEvent{Type: "status", Sent: sent, SampledOut: out, Lost: lost})
+		return enc.Encode(DropEvent{Type: "status", Sent: sent, SampledOut: out, Lost: lost, End: end})
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	lastStatus := time.Now()
-	for {
+	for stopping := false; ; {
 		// Read again each time: ports come and go, and a removed port's
 		// index goes to the next one added. A drop sampled just before a
 		// port was removed, and drained after another took its index,
@@ -341,13 +419,19 @@ func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count 
 					return
 				}
 				if sent++; count > 0 && sent == uint64(count) {
-					status()
+					status(endCount)
 					return
 				}
 			}
 		}
+		if stopping {
+			// The pass after the switch began to stop sent what the
+			// lanes held; the monitor comes off before it closes.
+			status(EndStopped)
+			return
+		}
 		if time.Since(lastStatus) >= time.Second {
-			if status() != nil {
+			if status("") != nil {
 				return
 			}
 			lastStatus = time.Now()
@@ -357,7 +441,10 @@ func (s *Server) watchDrops(w http.ResponseWriter, r *http.Request, rate, count 
 		}
 		select {
 		case <-r.Context().Done():
-			return
+			if !s.switchStopped() {
+				return // the client went away
+			}
+			stopping = true
 		case <-tick.C:
 		}
 	}
@@ -437,6 +524,9 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	n, end, err := c.write(r.Context(), w, flush, present)
 	// Only its own: the index may be another port's by now.
 	eng.ClearTap(pv.Index, c)
+	if end == endClient && s.switchStopped() {
+		end = EndStopped
+	}
 	w.Header().Set("Softnet-Captured", strconv.Itoa(n))
 	w.Header().Set("Softnet-Lost", strconv.FormatUint(c.lost(), 10))
 	w.Header().Set("Softnet-End", end)

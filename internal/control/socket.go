@@ -3,11 +3,16 @@ package control
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultSocket is where `softnet switch` serves its API unless told
@@ -21,10 +26,11 @@ const socketMode = 0o660
 // ErrInUse means another process serves the socket's path.
 var ErrInUse = errors.New("in use by another running switch")
 
-// Listen creates the Unix socket at path, with mode 0660, and its
-// directory if missing. A socket file left by a switch that died is
-// replaced; one that a running process answers on is not (ErrInUse).
-func Listen(path string) (*net.UnixListener, error) {
+// Listen creates the Unix socket at path, with mode 0660 and group gid
+// (-1: the process's), and its directory if missing. A socket file left
+// by a switch that died is replaced; one that a running process answers
+// on is not (ErrInUse).
+func Listen(path string, gid int) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
@@ -52,6 +58,14 @@ func Listen(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
+	// The group before the mode that lets it in; until then only the
+	// process's group could connect.
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("control socket %s: group %d: %w", path, gid, err)
+		}
+	}
 	if err := os.Chmod(path, socketMode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
@@ -59,4 +73,59 @@ func Listen(path string) (*net.UnixListener, error) {
 	// Closing the listener removes the file.
 	ln.SetUnlinkOnClose(true)
 	return ln, nil
+}
+
+// LookupGroup returns the ID of the group named name, which may also be
+// a numeric ID.
+func LookupGroup(name string) (int, error) {
+	g, err := user.LookupGroup(name)
+	if errors.As(err, new(user.UnknownGroupError)) {
+		if _, nerr := strconv.Atoi(name); nerr == nil {
+			g, err = user.LookupGroupId(name)
+		}
+	}
+	if err != nil {
+		if errors.As(err, new(user.UnknownGroupError)) || errors.As(err, new(user.UnknownGroupIdError)) {
+			return -1, fmt.Errorf("group %q: no such group", name)
+		}
+		return -1, fmt.Errorf("group %q: %w", name, err)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return -1, fmt.Errorf("group %q: ID %q: %w", name, g.Gid, err)
+	}
+	return gid, nil
+}
+
+// Peer is the process at the other end of a control connection, as the
+// kernel recorded it when the process connected (SO_PEERCRED).
+type Peer struct {
+	UID, GID uint32
+	PID      int32
+}
+
+// peerOf reads the credentials of c's peer.
+func peerOf(c net.Conn) (Peer, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return Peer{}, fmt.Errorf("peer credentials: %T is not a socket", c)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return Peer{}, fmt.Errorf("peer credentials: %w", err)
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err = errors.Join(cerr, err); err != nil {
+		return Peer{}, fmt.Errorf("peer credentials: %w", err)
+	}
+	return Peer{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}, nil
+}
+
+// By is the peer as the log names who made a change: by.uid, by.gid,
+// by.pid.
+func (p Peer) By() slog.Attr {
+	return slog.Group("by", "uid", p.UID, "gid", p.GID, "pid", p.PID)
 }

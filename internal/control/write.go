@@ -76,7 +76,7 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := s.sw.AddPort(spec); err != nil {
+	if err := s.sw.AddPort(spec, caller(r)); err != nil {
 		writeRefusal(w, err)
 		return
 	}
@@ -91,7 +91,7 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 
 // removePort is DELETE /v1/ports/{name}.
 func (s *Server) removePort(w http.ResponseWriter, r *http.Request) {
-	if err := s.sw.RemovePort(r.PathValue("name")); err != nil {
+	if err := s.sw.RemovePort(r.PathValue("name"), caller(r)); err != nil {
 		writeRefusal(w, err)
 		return
 	}
@@ -113,7 +113,7 @@ func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := s.sw.AddRoute(rt); err != nil {
+	if err := s.sw.AddRoute(rt, caller(r)); err != nil {
 		writeRefusal(w, err)
 		return
 	}
@@ -132,7 +132,7 @@ func (s *Server) removeRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("route: %v", err))
 		return
 	}
-	if err := s.sw.RemoveRoute(p); err != nil {
+	if err := s.sw.RemoveRoute(p, caller(r)); err != nil {
 		writeRefusal(w, err)
 		return
 	}

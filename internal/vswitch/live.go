@@ -3,6 +3,7 @@ package vswitch
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -25,10 +26,18 @@ var (
 	ErrDevice = errors.New("device cannot be opened")
 )
 
+// BySignal is the by of a change a signal asked for (SIGHUP: the
+// configuration file read again).
+func BySignal(sig string) slog.Attr { return slog.Group("by", "signal", sig) }
+
 // AddPort opens the device of spec and adds it to the running switch,
 // with the port security its options (or the routes to it) give it
 // before its first packet. Traffic between the other ports goes on.
-func (sw *Switch) AddPort(spec PortSpec) error {
+//
+// by says who asked, in the line that logs the change: the control
+// API's caller, BySignal, or the zero Attr for no one in particular. The
+// other changes take it too.
+func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	next, err := sw.withPort(spec)
@@ -39,7 +48,7 @@ func (sw *Switch) AddPort(spec PortSpec) error {
 	if err != nil {
 		return err
 	}
-	return sw.addPort(next, lp, next.Routes)
+	return sw.addPort(next, lp, next.Routes, by)
 }
 
 // withPort returns the configuration with spec added, if valid.
@@ -70,7 +79,7 @@ func (sw *Switch) takes(spec PortSpec) error {
 // addPort adds lp, whose device is open, making next the configuration.
 // Its default sources are the prefixes routes route to it: next's, or
 // (Apply) those of the configuration being applied, whose routes follow.
-func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
+func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog.Attr) error {
 	spec := lp.spec
 	// The policy first, at the index the port gets: its first packet is
 	// checked.
@@ -100,7 +109,7 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
 	pol, _ := sw.chain.sec.Policy(lp.index)
 	sw.warnNoSources(spec.Name, pol)
 	sw.resizeShares()
-	sw.log.Info("port added", "port", spec.Name, "index", lp.index)
+	sw.log.Info("port added", "port", spec.Name, "index", lp.index, by)
 	return nil
 }
 
@@ -109,20 +118,20 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec) error {
 // up its queues, what it held comes home and its device is closed
 // (removed, if the switch created it). What was learned on it is
 // forgotten.
-func (sw *Switch) RemovePort(name string) error {
+func (sw *Switch) RemovePort(name string, by slog.Attr) error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	return sw.removePort(name)
+	return sw.removePort(name, by)
 }
 
-func (sw *Switch) removePort(name string) error {
+func (sw *Switch) removePort(name string, by slog.Attr) error {
 	i := sw.cfg.portIndex(name)
 	if i < 0 {
 		return fmt.Errorf("port %s: %w", name, ErrNotFound)
 	}
 	for _, rt := range slices.Clone(sw.cfg.Routes) {
 		if rt.Port == name {
-			if err := sw.removeRoute(rt.Prefix); err != nil {
+			if err := sw.removeRoute(rt.Prefix, by); err != nil {
 				return err
 			}
 		}
@@ -143,7 +152,7 @@ func (sw *Switch) removePort(name string) error {
 	sw.cfg.Ports = slices.Delete(sw.cfg.Ports, i, i+1)
 	sw.ports = slices.Delete(sw.ports, i, i+1)
 	sw.resizeShares()
-	sw.log.Info("port removed", "port", name)
+	sw.log.Info("port removed", "port", name, by)
 	return nil
 }
 
@@ -167,13 +176,13 @@ func (sw *Switch) forgetIndex(index int) {
 
 // AddRoute routes rt.Prefix to the TUN port rt.Port. A port whose
 // sources are its routes (no allow=) may then send from the prefix too.
-func (sw *Switch) AddRoute(rt RouteSpec) error {
+func (sw *Switch) AddRoute(rt RouteSpec, by slog.Attr) error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	return sw.addRoute(rt)
+	return sw.addRoute(rt, by)
 }
 
-func (sw *Switch) addRoute(rt RouteSpec) error {
+func (sw *Switch) addRoute(rt RouteSpec, by slog.Attr) error {
 	if sw.cfg.portIndex(rt.Port) < 0 {
 		return fmt.Errorf("route %s: %w: no port %s", rt, ErrNotFound, rt.Port)
 	}
@@ -195,18 +204,18 @@ func (sw *Switch) addRoute(rt RouteSpec) error {
 		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes))
 	}
 	sw.cfg = next
-	sw.log.Info("route added", "route", rt.String())
+	sw.log.Info("route added", "route", rt.String(), by)
 	return nil
 }
 
 // RemoveRoute removes the route to prefix.
-func (sw *Switch) RemoveRoute(prefix netip.Prefix) error {
+func (sw *Switch) RemoveRoute(prefix netip.Prefix, by slog.Attr) error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	return sw.removeRoute(prefix)
+	return sw.removeRoute(prefix, by)
 }
 
-func (sw *Switch) removeRoute(prefix netip.Prefix) error {
+func (sw *Switch) removeRoute(prefix netip.Prefix, by slog.Attr) error {
 	i := sw.routeIndex(prefix)
 	if i < 0 {
 		return fmt.Errorf("route %s: %w", prefix, ErrNotFound)
@@ -219,7 +228,7 @@ func (sw *Switch) removeRoute(prefix netip.Prefix) error {
 	if err := sw.setPolicy(sw.ports[sw.cfg.portIndex(rt.Port)], sw.cfg.Routes); err != nil {
 		return err
 	}
-	sw.log.Info("route removed", "route", rt.String())
+	sw.log.Info("route removed", "route", rt.String(), by)
 	return nil
 }
 
@@ -255,8 +264,9 @@ func (sw *Switch) resizeShares() {
 // and those opened are closed again. Only an error after that (a changed
 // port whose device cannot be opened again once closed, a worker that
 // does not take up a change) leaves the switch part-way, with the
-// returned lines saying how far it got.
-func (sw *Switch) Apply(cfg Config) ([]string, error) {
+// returned lines saying how far it got. by says who asked, as for
+// AddPort.
+func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = 1
 	}
@@ -333,13 +343,13 @@ func (sw *Switch) Apply(cfg Config) ([]string, error) {
 	}
 	for _, r := range slices.Clone(sw.cfg.Routes) {
 		if !routeTo(cfg, r) || slices.Contains(gone, r.Port) || slices.Contains(changed, r.Port) {
-			if err := step("route removed: "+r.String(), sw.removeRoute(r.Prefix)); err != nil {
+			if err := step("route removed: "+r.String(), sw.removeRoute(r.Prefix, by)); err != nil {
 				return done, err
 			}
 		}
 	}
 	for _, name := range append(gone, changed...) {
-		if err := step("port removed: "+name, sw.removePort(name)); err != nil {
+		if err := step("port removed: "+name, sw.removePort(name, by)); err != nil {
 			return done, err
 		}
 	}
@@ -354,7 +364,7 @@ func (sw *Switch) Apply(cfg Config) ([]string, error) {
 		}
 		if err == nil {
 			delete(opened, p.Name)
-			err = sw.addPort(next, lp, cfg.Routes)
+			err = sw.addPort(next, lp, cfg.Routes, by)
 		}
 		if err := step("port added: "+p.String(), err); err != nil {
 			return done, err
@@ -362,7 +372,7 @@ func (sw *Switch) Apply(cfg Config) ([]string, error) {
 	}
 	for _, r := range cfg.Routes {
 		if !routeTo(sw.cfg, r) {
-			if err := step("route added: "+r.String(), sw.addRoute(r)); err != nil {
+			if err := step("route added: "+r.String(), sw.addRoute(r, by)); err != nil {
 				return done, err
 			}
 		}

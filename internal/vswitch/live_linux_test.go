@@ -3,6 +3,7 @@ package vswitch
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -39,11 +40,11 @@ func (g *guest) routes(t *testing.T) []RouteSpec {
 // its addresses and routes to the others; the others route to g.
 func addGuest(t *testing.T, sw *Switch, g *guest, opts string, others ...*guest) {
 	t.Helper()
-	if err := sw.AddPort(g.spec(t, opts)); err != nil {
+	if err := sw.AddPort(g.spec(t, opts), slog.Attr{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range g.routes(t) {
-		if err := sw.AddRoute(r); err != nil {
+		if err := sw.AddRoute(r, slog.Attr{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +85,7 @@ func TestSwitchLivePorts(t *testing.T) {
 		addGuest(t, sw, c, io, a, b)
 		ping(t, c, a.v4)
 		ping(t, c, b.v6)
-		if err := sw.RemovePort(c.dev); err != nil {
+		if err := sw.RemovePort(c.dev, slog.Attr{}); err != nil {
 			t.Fatal(err)
 		}
 		gone(t, c)
@@ -110,7 +111,7 @@ func TestSwitchLiveRoutes(t *testing.T) {
 	sw, stop := startSwitchConfig(t, gs, Config{})
 	ping(t, a, b.v4)
 	r := b.routes(t)[0]
-	if err := sw.RemoveRoute(r.Prefix); err != nil {
+	if err := sw.RemoveRoute(r.Prefix, slog.Attr{}); err != nil {
 		t.Fatal(err)
 	}
 	before := sw.Stats().Ports[0].Drops[drop.NoRoute]
@@ -124,7 +125,7 @@ func TestSwitchLiveRoutes(t *testing.T) {
 			t.Error("the unroutable echo is not counted as NO_ROUTE")
 		}
 	}
-	if err := sw.AddRoute(r); err != nil {
+	if err := sw.AddRoute(r, slog.Attr{}); err != nil {
 		t.Fatal(err)
 	}
 	ping(t, a, b.v4)
@@ -133,12 +134,12 @@ func TestSwitchLiveRoutes(t *testing.T) {
 		err  error
 		want error
 	}{
-		"route to a missing port":  {sw.AddRoute(RouteSpec{Prefix: r.Prefix, Port: "nope"}), ErrNotFound},
-		"duplicate route":          {sw.AddRoute(r), ErrExists},
-		"removing a missing route": {sw.RemoveRoute(netip.MustParsePrefix("198.19.0.0/16")), ErrNotFound},
-		"removing a missing port":  {sw.RemovePort("nope"), ErrNotFound},
-		"duplicate port":           {sw.AddPort(a.spec(t, "")), ErrExists},
-		"tap beside tun":           {sw.AddPort(PortSpec{TAP: true, Name: "snx", Offload: true}), ErrInvalid},
+		"route to a missing port":  {sw.AddRoute(RouteSpec{Prefix: r.Prefix, Port: "nope"}, slog.Attr{}), ErrNotFound},
+		"duplicate route":          {sw.AddRoute(r, slog.Attr{}), ErrExists},
+		"removing a missing route": {sw.RemoveRoute(netip.MustParsePrefix("198.19.0.0/16"), slog.Attr{}), ErrNotFound},
+		"removing a missing port":  {sw.RemovePort("nope", slog.Attr{}), ErrNotFound},
+		"duplicate port":           {sw.AddPort(a.spec(t, ""), slog.Attr{}), ErrExists},
+		"tap beside tun":           {sw.AddPort(PortSpec{TAP: true, Name: "snx", Offload: true}, slog.Attr{}), ErrInvalid},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, tc.err, tc.want)
@@ -173,7 +174,7 @@ func TestSwitchApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sw.Apply(cfg)
+		return sw.Apply(cfg, slog.Attr{})
 	}
 	two := text(a, b)
 	if changes, err := apply(two); err != nil || len(changes) != 6 {
@@ -192,7 +193,7 @@ func TestSwitchApply(t *testing.T) {
 	} {
 		cfg, err := ParseConfig("test.conf", strings.NewReader(bad))
 		if err == nil {
-			_, err = sw.Apply(cfg)
+			_, err = sw.Apply(cfg, slog.Attr{})
 		}
 		if err == nil {
 			t.Errorf("%s: applied", name)
@@ -232,7 +233,7 @@ func TestSwitchApply(t *testing.T) {
 func TestSwitchAddPortDeviceError(t *testing.T) {
 	gs := newGuests(t, 2)
 	sw, stop := startSwitchConfig(t, gs, Config{})
-	err := sw.AddPort(PortSpec{Name: "sn9", NetNS: "softnet-no-such-ns", Offload: true})
+	err := sw.AddPort(PortSpec{Name: "sn9", NetNS: "softnet-no-such-ns", Offload: true}, slog.Attr{})
 	if !errors.Is(err, ErrDevice) || !strings.Contains(err.Error(), "softnet-no-such-ns") {
 		t.Errorf("a port in a missing namespace: %v", err)
 	}
@@ -279,7 +280,7 @@ func TestSwitchApplyChecksFirst(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		changes, err := sw.Apply(cfg)
+		changes, err := sw.Apply(cfg, slog.Attr{})
 		if !errors.Is(err, tc.want) || len(changes) > 0 {
 			t.Errorf("%s: %v, changes %q; want %v and none", name, err, changes, tc.want)
 		}

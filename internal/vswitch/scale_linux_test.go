@@ -133,6 +133,7 @@ func (g *scaleGuest) pingOnce(to string) error {
 // and IPv6, and at the end every buffer is home and no goroutine is left.
 func TestSwitchScale(t *testing.T) {
 	netnstest.RequireRoot(t)
+	netnstest.RequireTools(t, "ping")
 	for _, kind := range []string{"tun", "tap"} {
 		for _, io := range []tun.IO{tun.IOAuto, tun.IOSyscall} {
 			for _, workers := range []int{1, 2} {
@@ -185,12 +186,12 @@ func testScale(t *testing.T, tap bool, ioPath tun.IO, workers, n int) {
 	}
 	t.Cleanup(stop)
 	for _, g := range gs[n/2:] {
-		if err := sw.AddPort(g.spec(t, tap, "")); err != nil {
+		if err := sw.AddPort(g.spec(t, tap, ""), slog.Attr{}); err != nil {
 			t.Fatal(err)
 		}
 		if !tap {
 			for _, r := range g.routes(t) {
-				if err := sw.AddRoute(r); err != nil {
+				if err := sw.AddRoute(r, slog.Attr{}); err != nil {
 					t.Fatal(err)
 				}
 			}
