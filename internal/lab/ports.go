@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/program"
 )
 
 // The many-ports measurement (Options.Ports, `softnet lab --ports N`):
@@ -116,9 +117,15 @@ func portGuest(runID string, i int, tap bool) *guest {
 }
 
 // portSpec is guest g's port, as `softnet switch` opens it by default
-// (offload and GRO on).
-func portSpec(g *guest, tap bool) vswitch.PortSpec {
-	return vswitch.PortSpec{TAP: tap, Name: g.dev, NetNS: g.ns, Offload: true, GRO: true}
+// (offload and GRO on). A TUN port added live says what its guest sends
+// from (allow=): its routes come only after it, and until then the
+// switch would warn that it may send from nowhere.
+func portSpec(g *guest, tap, live bool) vswitch.PortSpec {
+	spec := vswitch.PortSpec{TAP: tap, Name: g.dev, NetNS: g.ns, Offload: true, GRO: true}
+	if live && !tap {
+		spec.Allow = &program.Allow{Prefixes: []netip.Prefix{g.v4.Masked(), g.v6.Masked()}}
+	}
+	return spec
 }
 
 // portRoutes are the switch's routes to a TUN guest's subnets; none on
@@ -134,7 +141,7 @@ func portRoutes(g *guest, tap bool) []vswitch.RouteSpec {
 func portsConfig(gs []*guest, o Options) vswitch.Config {
 	cfg := vswitch.Config{Workers: o.Workers}
 	for _, g := range gs {
-		cfg.Ports = append(cfg.Ports, portSpec(g, o.TAP))
+		cfg.Ports = append(cfg.Ports, portSpec(g, o.TAP, false))
 		cfg.Routes = append(cfg.Routes, portRoutes(g, o.TAP)...)
 	}
 	return cfg
@@ -148,7 +155,7 @@ func openPortsSwitch(gs []*guest, o Options) (*softnetPath, error) {
 
 // addGuestPort adds g's port and its routes to the running switch.
 func addGuestPort(sw *vswitch.Switch, g *guest, tap bool) error {
-	if err := sw.AddPort(portSpec(g, tap)); err != nil {
+	if err := sw.AddPort(portSpec(g, tap, true)); err != nil {
 		return err
 	}
 	for _, rt := range portRoutes(g, tap) {
@@ -409,7 +416,7 @@ func churn(ctx context.Context, o Options, sw *vswitch.Switch, guests []*guest, 
 			return ctx.Err()
 		}
 		t0 := time.Now()
-		if err := sw.AddPort(portSpec(extra, o.TAP)); err != nil {
+		if err := sw.AddPort(portSpec(extra, o.TAP, true)); err != nil {
 			return fmt.Errorf("churn: %w", err)
 		}
 		adds = append(adds, float64(time.Since(t0))/float64(time.Millisecond))
