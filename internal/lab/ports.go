@@ -23,7 +23,7 @@ import (
 // N guests on one softnet switch, as a node's pods or a host's VMs would
 // be. Half the ports are the switch's at start, the other half are added
 // while it runs (AddPort and AddRoute, what `softnet ctl port add` and
-// `route add` call). Then, in order: every guest pings a neighbour;
+// `route add` call; a TUN port with allow= its guest's prefixes). Then, in order: every guest pings a neighbour;
 // the process's memory; its idle CPU; the time to add one more port,
 // added and removed again and again while two other guests ping each
 // other; and iperf3 between two guests on the crowded switch against the
@@ -461,7 +461,9 @@ func percentile(vs []float64, p float64) float64 {
 // of: alone on a switch of their own two ports, then back on the crowded
 // switch with every other port. The pair's ports move: removed from one
 // switch, opened by the other with the same names in the same
-// namespaces, the guests configured again.
+// namespaces, the guests configured again. The crowded switch stays open
+// (idle, in this process) while the pair runs alone: what differs is the
+// N-2 ports the pair's switch serves.
 func pairThroughput(ctx context.Context, o Options, gen generator, sw *vswitch.Switch, guests []*guest, pr *PortsResult, u *undoStack) error {
 	pair := &guestPair{a: guests[len(guests)-2], b: guests[len(guests)-1]}
 	pr.Pair = [2]string{pair.a.dev, pair.b.dev}
