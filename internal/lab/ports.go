@@ -64,9 +64,13 @@ type PortsResult struct {
 	RSSReset     bool
 	PoolBytes    int64
 	// IdleCPUPct is the process's CPU time over IdleSeconds without
-	// traffic, in percent of one CPU.
-	IdleCPUPct  float64
-	IdleSeconds float64
+	// traffic, in percent of one CPU; IdleWorkerCPUPct its workers'
+	// threads' alone. IdlePackets is what the switch received meanwhile
+	// all the same: the guests' kernels' own (IPv6 router solicitations,
+	// MLD reports), which the workers wake for.
+	IdleCPUPct, IdleWorkerCPUPct float64
+	IdleSeconds                  float64
+	IdlePackets                  uint64
 	// One more port (ChurnPort) added and removed Churn times with the
 	// others present: the add's latency; and the ping between two other
 	// guests meanwhile.
@@ -319,7 +323,7 @@ func runPorts(ctx context.Context, o Options, gen generator, rep *Report) (err e
 	}
 	o.Progress(fmt.Sprintf("      RSS %.0f MiB, peak %.0f MiB; pool %.0f MiB mapped", mib(pr.RSS), mib(pr.PeakRSS), mib(pr.PoolBytes)))
 
-	if err := measureIdle(ctx, o, pr); err != nil {
+	if err := measureIdle(ctx, o, sp, pr); err != nil {
 		return err
 	}
 	if err := churn(ctx, o, sw, guests, extra, pr); err != nil {
@@ -362,11 +366,23 @@ func pingNeighbour(ctx context.Context, o Options, guests []*guest, pr *PortsRes
 	return err
 }
 
-// measureIdle measures the process's CPU time while nothing moves.
-func measureIdle(ctx context.Context, o Options, pr *PortsResult) error {
+// measureIdle measures the process's CPU time while the lab sends
+// nothing.
+func measureIdle(ctx context.Context, o Options, sp *softnetPath, pr *PortsResult) error {
 	o.Progress(fmt.Sprintf("idle for %v", o.PortsIdle))
 	runtime.GC()
-	c0, err := processCPU()
+	tids := sp.workerThreads()
+	sample := func() (proc, workers time.Duration, rx uint64, err error) {
+		if proc, err = processCPU(); err != nil {
+			return 0, 0, 0, err
+		}
+		if workers, err = threadsCPU(tids); err != nil {
+			return 0, 0, 0, err
+		}
+		c, _ := sp.counters()
+		return proc, workers, c.rxPackets, nil
+	}
+	p0, w0, rx0, err := sample()
 	if err != nil {
 		return err
 	}
@@ -374,14 +390,16 @@ func measureIdle(ctx context.Context, o Options, pr *PortsResult) error {
 	if !sleepCtx(ctx, o.PortsIdle) {
 		return ctx.Err()
 	}
-	c1, err := processCPU()
+	p1, w1, rx1, err := sample()
 	if err != nil {
 		return err
 	}
 	wall := time.Since(t0)
 	pr.IdleSeconds = wall.Seconds()
-	pr.IdleCPUPct = 100 * float64(c1-c0) / float64(wall)
-	o.Progress(fmt.Sprintf("      %.2f%% of one CPU", pr.IdleCPUPct))
+	pr.IdleCPUPct = 100 * float64(p1-p0) / float64(wall)
+	pr.IdleWorkerCPUPct = 100 * float64(w1-w0) / float64(wall)
+	pr.IdlePackets = rx1 - rx0
+	o.Progress(fmt.Sprintf("      %.2f%% of one CPU, workers %.2f%%; %d packets from the guests meanwhile", pr.IdleCPUPct, pr.IdleWorkerCPUPct, pr.IdlePackets))
 	return nil
 }
 

@@ -93,7 +93,8 @@ func writePortsTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "  pool\t%.0f MiB mapped\tsized by the workers, whatever the number of ports\n", mib(p.PoolBytes))
 	}
 	if p.IdleSeconds > 0 {
-		fmt.Fprintf(tw, "  idle CPU\t%.2f%% of one CPU\tthe process's CPU time over %.0f s without traffic\n", p.IdleCPUPct, p.IdleSeconds)
+		fmt.Fprintf(tw, "  idle CPU\t%.2f%% of one CPU (workers %.2f%%)\tthe process's CPU time over %.0f s the lab sent nothing; the guests' own packets: %d\n",
+			p.IdleCPUPct, p.IdleWorkerCPUPct, p.IdleSeconds, p.IdlePackets)
 	}
 	if p.Churn > 0 {
 		fmt.Fprintf(tw, "  port add\tp50 %.2f ms, p99 %.2f ms, max %.2f ms\t%s added and removed %d times with %d ports present\n",
@@ -193,7 +194,7 @@ func portsReports(r *Report) []bench.Report {
 	}
 	if p.IdleSeconds > 0 {
 		add("idle-cpu", "the process's CPU time without traffic, in percent of one CPU", "idle_cpu_pct", "%", false,
-			p.IdleCPUPct, nil, portsMode, "idle CPU", map[string]any{"idle_s": p.IdleSeconds})
+			p.IdleCPUPct, nil, portsMode, "idle CPU", map[string]any{"idle_s": p.IdleSeconds, "idle_worker_cpu_pct": p.IdleWorkerCPUPct, "idle_packets": p.IdlePackets})
 	}
 	if p.Churn > 0 {
 		add("add", "time to add one port with every other present, p99", "add_p99_ms", "ms", false,
