@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"softnet.dev/internal/lab"
+	"softnet.dev/tun"
 )
 
 func newLabCmd() *cobra.Command {
@@ -25,6 +26,7 @@ func newLabCmd() *cobra.Command {
 		cpuProfile string
 		check      bool
 		quiet      bool
+		ioPath     string
 	)
 	cmd := &cobra.Command{
 		Use:   "lab [flags]",
@@ -63,13 +65,23 @@ for the in-process datapaths the CPU time per Gbit and per forwarded UDP
 datagram, allocations per packet and peak RSS; for
 softnet also drops by reason, the cache hit rate, remote frees and the leak
 check, then the goals. Without iperf3 a built-in generator and receiver
-(Go sockets in the namespaces) send the same two kinds of traffic.`,
+(Go sockets in the namespaces) send the same two kinds of traffic.
+
+With --ports N lab measures many ports on one switch instead: N guests
+(namespaces, made 8 at a time), half of them ports at start, half added
+live; every guest pings its neighbour (IPv4 and IPv6); the process's RSS
+and the pool's size; idle CPU over --idle; the time to add one more port
+(--churn times, added and removed) while two other guests ping; udp and
+tcp between two guests with N-2 idle ports against the same two alone,
+--runs rounds interleaved. --workers and --io set that switch's workers
+and I/O path.`,
 		Example: `  sudo softnet lab
   sudo softnet lab --ladder --plot ladder.svg
   sudo softnet lab --duration 5s --modes udp --json > udp.jsonl
   sudo softnet lab --duration 5s --runs 3 --modes udp,udp64,udp-gso,tcp,tcp4,latency
   sudo softnet lab --ladder --json-file ladder.jsonl   # the table, and the JSON lines in a file
-  sudo softnet lab --ladder --cpuprofile lab.prof   # go tool pprof -tagfocus variant=+bulk lab.prof`,
+  sudo softnet lab --ladder --cpuprofile lab.prof   # go tool pprof -tagfocus variant=+bulk lab.prof
+  sudo softnet lab --ports 250 --workers 2 --io syscall --tap`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("lab takes no arguments, got %q", args)}
@@ -80,6 +92,16 @@ check, then the goals. Without iperf3 a built-in generator and receiver
 			ms, err := lab.ParseModes(modes)
 			if err != nil {
 				return usageError{err}
+			}
+			if opts.IO, err = tun.ParseIO(ioPath); err != nil {
+				return usageError{fmt.Errorf("--io: %w", err)}
+			}
+			if opts.Ports > 0 {
+				for _, name := range []string{"modes", "ladder", "plot", "ipv6", "pdr-steps", "pdr-trial"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply to --ports (its transfers are udp and tcp over IPv4)", name)}
+					}
+				}
 			}
 			opts.Modes = ms
 			opts.Traffic = lab.Traffic(traffic)
@@ -113,7 +135,7 @@ check, then the goals. Without iperf3 a built-in generator and receiver
 				defer stop()
 			}
 			rep, runErr := lab.Run(cmd.Context(), opts)
-			if rep != nil && len(rep.Variants) > 0 {
+			if rep != nil && (len(rep.Variants) > 0 || rep.Ports != nil) {
 				if err := writeLabReport(cmd.OutOrStdout(), rep, asJSON, jsonFile, plot); err != nil {
 					return errors.Join(runErr, err)
 				}
@@ -143,6 +165,11 @@ check, then the goals. Without iperf3 a built-in generator and receiver
 	f.StringVar(&plot, "plot", "", "also draw the variants as a bar chart in FILE.svg")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (goroutines labelled by variant)")
 	f.BoolVar(&check, "check", false, "exit with status 3 if a goal is not met")
+	f.IntVar(&opts.Ports, "ports", 0, fmt.Sprintf("measure N guests on one switch (%d to %d) instead of the variants", lab.MinPorts, lab.MaxPorts))
+	f.IntVar(&opts.Workers, "workers", 0, "--ports: the switch's workers (default 1)")
+	f.StringVar(&ioPath, "io", "auto", "--ports: the ports' I/O path: auto (io_uring where the kernel has it), uring or syscall")
+	f.DurationVar(&opts.PortsIdle, "idle", 0, fmt.Sprintf("--ports: how long the idle switch's CPU is measured (default %v)", lab.DefaultPortsIdle))
+	f.IntVar(&opts.PortsChurn, "churn", 0, fmt.Sprintf("--ports: how many times one more port is added and removed (default %d)", lab.DefaultPortsChurn))
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }

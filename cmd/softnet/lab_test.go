@@ -7,7 +7,7 @@ import (
 
 func TestLabHelp(t *testing.T) {
 	out, _, code := run(t, "lab", "--help")
-	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr"} {
+	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
 		}
@@ -35,6 +35,18 @@ func TestLabUsageErrors(t *testing.T) {
 		{"lab", "--plot", "ladder.pdf"},
 		{"lab", "extra"},
 		{"lab", "--no-such-flag"},
+		{"lab", "--ports", "3"},
+		{"lab", "--ports", "501"},
+		{"lab", "--ports", "8", "--io", "netmap"},
+		{"lab", "--ports", "8", "--workers", "9"},
+		{"lab", "--ports", "8", "--idle", "100ms"},
+		{"lab", "--ports", "8", "--churn", "-1"},
+		{"lab", "--ports", "8", "--ladder"},
+		{"lab", "--ports", "8", "--modes", "udp"},
+		{"lab", "--ports", "8", "--plot", "ports.svg"},
+		{"lab", "--ports", "8", "--ipv6"},
+		{"lab", "--workers", "2"},
+		{"lab", "--io", "syscall"},
 	} {
 		_, stderr, code := run(t, args...)
 		if code != exitUsage {

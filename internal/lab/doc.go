@@ -54,6 +54,28 @@
 // reasons, cache hit rate and remote frees cover the whole transfer, and
 // its leak check runs when the variant is taken down.
 //
+// # Many ports
+//
+// With Options.Ports (--ports N) the lab measures one switch with many
+// guests instead of the variants (ports.go): N namespaces, created eight
+// at a time, each with a TUN (or TAP) port; half the ports are the
+// switch's when it opens, the other half are added while it runs, as
+// `softnet ctl port add` and `route add` would add them, with
+// Options.Workers workers and Options.IO's I/O path. It reports: how
+// many guests reach a neighbour (the first guest) over IPv4 and IPv6;
+// the process's RSS after those pings and its peak (VmRSS, VmHWM reset
+// before the switch opened), and the pool's mapped size, which depends
+// on the workers only; the process's CPU time over Options.PortsIdle
+// without traffic; the p50 and p99 of adding one more port, added and
+// removed Options.PortsChurn times while two other guests ping every
+// 10 ms, and that ping's loss; and iperf3 UDP and TCP between the last
+// two guests crowded (on the switch with every other port) over the
+// same two alone (their ports moved to a switch of their own), alone and
+// crowded in turn for Options.Runs rounds. The table and JSON lines
+// (experiments lab-ports-*) carry the issue's goals: every port
+// reachable, peak RSS ≤ 128 MiB, idle ≤ 1 % of a CPU, add p99 ≤ 50 ms,
+// no ping lost, crowded ≥ 0.95× alone.
+//
 // # Clean-up
 //
 // Everything a run creates (namespaces, devices, processes, sockets) is

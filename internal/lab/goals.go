@@ -28,6 +28,9 @@ type Goal struct {
 
 // Goals evaluates the goals that this run's variants make measurable.
 func (r *Report) Goals() []Goal {
+	if r.Ports != nil {
+		return r.Ports.goals()
+	}
 	ref := reference(r.Options)
 	var out []Goal
 	for _, m := range r.Options.Modes {

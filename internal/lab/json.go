@@ -14,8 +14,12 @@ func Experiment(m Mode) string { return "lab-" + string(m) }
 // per variant and mode, {"experiment","variant","metric","value","unit",
 // "ratio",…} with the lab's figures as extra fields (null where a figure
 // does not apply to the variant), then one {"experiment","goal","ratio",
-// "met"} line per goal.
+// "met"} line per goal. A --ports run has an experiment per figure
+// (lab-ports-reach, -rss, -idle-cpu, -add, -udp, -tcp).
 func WriteJSON(w io.Writer, r *Report) error {
+	if r.Ports != nil {
+		return bench.WriteJSON(w, portsReports(r))
+	}
 	goals := r.Goals()
 	var reports []bench.Report
 	for _, m := range r.Options.Modes {

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,10 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/tun"
 )
 
 // requireLab skips (or, with SOFTNET_REQUIRE_ROOT_TESTS=1, fails) unless
@@ -268,4 +271,141 @@ func TestLabNewModes(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", table.String())
+}
+
+// TestLabPorts is a short `softnet lab --ports 8`, on TUN ports with the
+// default I/O path and one worker and on TAP ports with io=syscall and two
+// workers: every figure filled, every port reachable over IPv4 and IPv6,
+// both switches' pools balanced, the report well formed, nothing left.
+func TestLabPorts(t *testing.T) {
+	requireLab(t)
+	for _, c := range []struct {
+		tap     bool
+		io      tun.IO
+		workers int
+	}{{false, tun.IOAuto, 1}, {true, tun.IOSyscall, 2}} {
+		t.Run(fmt.Sprintf("tap=%v/io=%v/workers=%d", c.tap, c.io, c.workers), func(t *testing.T) {
+			const ports, churn = 8, 5
+			rep, err := Run(context.Background(), Options{
+				Ports: ports, TAP: c.tap, IO: c.io, Workers: c.workers, PortsIdle: time.Second, PortsChurn: churn,
+				Duration: 2 * time.Second, Traffic: TrafficIperf3, Progress: func(msg string) { t.Log(msg) },
+			})
+			checkNothingLeft(t, rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := rep.Ports
+			if p == nil {
+				t.Fatal("no ports result")
+			}
+			if len(rep.Namespaces) != ports+1 {
+				t.Errorf("%d namespaces, want %d", len(rep.Namespaces), ports+1)
+			}
+			if p.Reach4 != ports || p.Reach6 != ports || len(p.Unreachable) > 0 {
+				t.Errorf("reachable %d (v4) and %d (v6) of %d; unreachable %v", p.Reach4, p.Reach6, ports, p.Unreachable)
+			}
+			if p.AtStart+p.Live != ports || p.Live == 0 {
+				t.Errorf("%d ports at start and %d live, want %d in all, some live", p.AtStart, p.Live, ports)
+			}
+			if c.io == tun.IOSyscall && p.IO != "syscall" || p.IO != "syscall" && p.IO != "uring" {
+				t.Errorf("io %q, asked for %v", p.IO, c.io)
+			}
+			if p.RSS <= 0 || p.PeakRSS < p.RSS || p.PoolBytes <= 0 {
+				t.Errorf("memory: RSS %d, peak %d, pool %d", p.RSS, p.PeakRSS, p.PoolBytes)
+			}
+			if p.IdleSeconds < 1 || p.IdleCPUPct < 0 {
+				t.Errorf("idle: %.2f%% over %.2f s", p.IdleCPUPct, p.IdleSeconds)
+			}
+			if p.Churn != churn || !(p.AddP50MS > 0) || p.AddP99MS < p.AddP50MS || p.AddMax < p.AddP99MS {
+				t.Errorf("port add: %d adds, p50 %v, p99 %v, max %v", p.Churn, p.AddP50MS, p.AddP99MS, p.AddMax)
+			}
+			if p.PingSent == 0 || p.PingReceived > p.PingSent {
+				t.Errorf("ping during the adds: %d of %d answered", p.PingReceived, p.PingSent)
+			}
+			if len(p.Throughput) != len(portsModes) {
+				t.Fatalf("throughput %+v", p.Throughput)
+			}
+			for _, tp := range p.Throughput {
+				if len(tp.Alone) != 1 || len(tp.Crowded) != 1 || !(tp.Alone[0] > 0) || !(tp.Crowded[0] > 0) || !(tp.Ratio > 0) {
+					t.Errorf("%s: alone %v, crowded %v, ratio %v", tp.Mode, tp.Alone, tp.Crowded, tp.Ratio)
+				}
+			}
+			if p.Leak != "ok" || len(p.AloneLeaks) > 0 {
+				t.Errorf("leak checks: %q, alone %v", p.Leak, p.AloneLeaks)
+			}
+			if g := rep.Goals(); len(g) != 5+len(portsModes) {
+				t.Errorf("%d goals, want %d: %+v", len(g), 5+len(portsModes), g)
+			}
+
+			var table bytes.Buffer
+			if err := WriteTable(&table, rep); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("%d of %d reachable (v4), %d of %d (v6)", ports, ports, ports, ports)
+			if !strings.Contains(table.String(), want) {
+				t.Errorf("table lacks %q", want)
+			}
+			t.Logf("\n%s", table.String())
+			var js bytes.Buffer
+			if err := WriteJSON(&js, rep); err != nil {
+				t.Fatal(err)
+			}
+			experiments := map[string]bool{}
+			goals := 0
+			for _, line := range strings.Split(strings.TrimSpace(js.String()), "\n") {
+				var obj map[string]any
+				if err := json.Unmarshal([]byte(line), &obj); err != nil {
+					t.Fatalf("JSON line %q: %v", line, err)
+				}
+				if _, ok := obj["goal"]; ok {
+					goals++
+					continue
+				}
+				experiments[obj["experiment"].(string)] = true
+				if obj["ports"] != float64(ports) || obj["leak_check"] != "ok" {
+					t.Errorf("JSON line %q: ports or leak check", line)
+				}
+			}
+			for _, e := range []string{"reach", "rss", "idle-cpu", "add", "udp", "tcp"} {
+				if !experiments["lab-ports-"+e] {
+					t.Errorf("no lab-ports-%s line in %s", e, js.String())
+				}
+			}
+			if goals != 5+len(portsModes) {
+				t.Errorf("%d goal lines, want %d", goals, 5+len(portsModes))
+			}
+		})
+	}
+}
+
+// TestLabPortsInterrupted cancels a --ports run while it measures idle
+// CPU, as Ctrl-C does: it stops promptly, reports what it measured and
+// removes every namespace.
+func TestLabPortsInterrupted(t *testing.T) {
+	requireLab(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	idle := make(chan struct{})
+	var once sync.Once
+	rep, err := Run(ctx, Options{
+		Ports: MinPorts, PortsIdle: time.Minute, Traffic: TrafficIperf3,
+		Progress: func(msg string) {
+			t.Log(msg)
+			if strings.HasPrefix(msg, "idle for") {
+				once.Do(func() { close(idle); cancel() })
+			}
+		},
+	})
+	checkNothingLeft(t, rep)
+	select {
+	case <-idle:
+	default:
+		t.Fatalf("the run never got to idle: %v", err)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	if p := rep.Ports; p == nil || p.Reach4 != MinPorts || p.Leak != "ok" {
+		t.Fatalf("ports result %+v, want the pings' figures and a balanced leak check", p)
+	}
 }

@@ -40,3 +40,17 @@ func addNamespace(name string) error {
 // deleteNamespace removes a named namespace and, with it, every device
 // still in it.
 func deleteNamespace(name string) error { return ip("netns", "del", name) }
+
+// ipBatch runs ip(8) commands, one a line, inside namespace ns in one
+// process (ip -n NS -batch -): configuring hundreds of guests one command
+// each would take most of a run's setup.
+func ipBatch(ns string, cmds []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, "ip", "-n", ns, "-batch", "-")
+	c.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("ip -n %s -batch (%s): %w: %s", ns, strings.Join(cmds, "; "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"softnet.dev/tun"
 )
 
 // Mode is the kind of traffic of a transfer.
@@ -128,6 +130,13 @@ const (
 	DefaultPDRTrial = 2 * time.Second  // each of them
 	PDRLossPct      = 0.5              // the loss a PDR trial may have
 	maxRuns         = 20
+	// --ports: the guests take one /24 each of 198.18.0.0/15, so at
+	// most 511 of them, the churned port's included.
+	MinPorts          = 4 // the neighbour, a pinging pair, an iperf3 pair
+	MaxPorts          = 500
+	DefaultPortsIdle  = 10 * time.Second
+	DefaultPortsChurn = 20
+	maxWorkers        = 8
 )
 
 // Options configure a run. The zero value plus Peers is `softnet lab`.
@@ -149,6 +158,16 @@ type Options struct {
 	// (at least 2) and the length of each, in whole seconds.
 	PDRSteps int
 	PDRTrial time.Duration
+	// Ports, if not 0, runs the many-ports measurement (ports.go) instead
+	// of the variants: that many guests on one softnet switch. Workers
+	// and IO are that switch's (default one worker, io_uring where the
+	// kernel has it); PortsIdle is how long its idle CPU is measured and
+	// PortsChurn how many times one more port is added and removed.
+	Ports      int
+	Workers    int
+	IO         tun.IO
+	PortsIdle  time.Duration
+	PortsChurn int
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -181,6 +200,17 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PDRTrial == 0 {
 		o.PDRTrial = DefaultPDRTrial
+	}
+	if o.Ports > 0 {
+		if o.Workers == 0 {
+			o.Workers = 1
+		}
+		if o.PortsIdle == 0 {
+			o.PortsIdle = DefaultPortsIdle
+		}
+		if o.PortsChurn == 0 {
+			o.PortsChurn = DefaultPortsChurn
+		}
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -226,6 +256,32 @@ func (o Options) validate() error {
 	}
 	if o.PDRSteps < 2 || o.PDRSteps > 20 {
 		return fmt.Errorf("pdr steps %d: want 2 to 20 (one trial at full rate, then halvings)", o.PDRSteps)
+	}
+	return o.validatePorts()
+}
+
+// validatePorts checks the options of the many-ports measurement, which
+// are errors without it: they would silently do nothing.
+func (o Options) validatePorts() error {
+	if o.Ports == 0 {
+		if o.Workers != 0 || o.IO != tun.IOAuto || o.PortsIdle != 0 || o.PortsChurn != 0 {
+			return fmt.Errorf("workers, io, idle and churn apply to the many-ports measurement only (ports)")
+		}
+		return nil
+	}
+	switch {
+	case o.Ports < MinPorts || o.Ports > MaxPorts:
+		return fmt.Errorf("ports %d: want %d to %d", o.Ports, MinPorts, MaxPorts)
+	case o.Workers < 1 || o.Workers > maxWorkers:
+		return fmt.Errorf("workers %d: want 1 to %d", o.Workers, maxWorkers)
+	case o.IO > tun.IOUring:
+		return fmt.Errorf("io %v: want auto, syscall or uring", o.IO)
+	case o.PortsIdle < time.Second || o.PortsIdle > time.Hour:
+		return fmt.Errorf("idle %v: want 1s to 1h", o.PortsIdle)
+	case o.PortsChurn < 1 || o.PortsChurn > 1000:
+		return fmt.Errorf("churn %d: want 1 to 1000", o.PortsChurn)
+	case o.Ladder:
+		return fmt.Errorf("ports and ladder are two different runs: give one")
 	}
 	return nil
 }

@@ -2,10 +2,12 @@ package lab
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
-	"softnet.dev/tun"
 	"testing"
 	"time"
+
+	"softnet.dev/tun"
 )
 
 func TestValidate(t *testing.T) {
@@ -89,5 +91,82 @@ func TestUndoStack(t *testing.T) {
 	}
 	if err := u.unwind(); err != nil || len(order) != 3 {
 		t.Errorf("second unwind ran steps again: %v %v", err, order)
+	}
+}
+
+func TestValidatePorts(t *testing.T) {
+	for _, o := range []Options{{Ports: MinPorts}, {Ports: MaxPorts, Workers: 2, IO: tun.IOSyscall, PortsIdle: time.Second, PortsChurn: 1}} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	for _, o := range []Options{
+		{Ports: MinPorts - 1},
+		{Ports: MaxPorts + 1},
+		{Ports: 8, Workers: -1},
+		{Ports: 8, Workers: maxWorkers + 1},
+		{Ports: 8, PortsIdle: 500 * time.Millisecond},
+		{Ports: 8, PortsChurn: -1},
+		{Ports: 8, Ladder: true},
+		{Ports: 8, IO: tun.IOUring + 1},
+		// What only --ports uses is an error without it.
+		{Workers: 2},
+		{IO: tun.IOSyscall},
+		{PortsIdle: time.Second},
+		{PortsChurn: 3},
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// Every guest of the largest run, and the churned one, has addresses of
+// its own inside the test ranges, and its own port name.
+func TestPortGuestAddresses(t *testing.T) {
+	v4Range, v6Range := netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("2001:db8::/32")
+	for _, tap := range []bool{false, true} {
+		seen := map[netip.Addr]bool{}
+		devs := map[string]bool{}
+		for i := 1; i <= MaxPorts+1; i++ {
+			g := portGuest("softnet-lab-1-abcdef", i, tap)
+			for _, a := range []netip.Prefix{g.v4, g.v6} {
+				if !v4Range.Contains(a.Addr()) && !v6Range.Contains(a.Addr()) {
+					t.Fatalf("tap=%v guest %d: %v outside the test ranges", tap, i, a)
+				}
+				if seen[a.Addr()] {
+					t.Fatalf("tap=%v guest %d: %v taken twice", tap, i, a)
+				}
+				seen[a.Addr()] = true
+			}
+			if a := g.v4.Addr(); a == g.v4.Masked().Addr() || a.As4()[3] == 255 && g.v4.Bits() == 24 {
+				t.Fatalf("tap=%v guest %d: %v is its subnet's network or broadcast address", tap, i, g.v4)
+			}
+			if devs[g.dev] || len(g.dev) > 15 {
+				t.Fatalf("tap=%v guest %d: device name %q taken or too long", tap, i, g.dev)
+			}
+			devs[g.dev] = true
+			// On TAP every guest shares the first's subnet; on TUN each has its own.
+			first := portGuest("x", 1, tap)
+			if same := g.v4.Masked() == first.v4.Masked() && g.v6.Masked() == first.v6.Masked(); same != (tap || i == 1) {
+				t.Fatalf("tap=%v guest %d: subnets %v %v against guest 1's %v %v", tap, i, g.v4, g.v6, first.v4, first.v6)
+			}
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	vs := make([]float64, 20)
+	for i := range vs {
+		vs[i] = float64(20 - i) // 20 … 1
+	}
+	if p := percentile(vs, 0.5); p != 10 {
+		t.Errorf("p50 of 1…20: %v, want 10", p)
+	}
+	if p := percentile(vs, 0.99); p != 20 {
+		t.Errorf("p99 of 1…20: %v, want 20", p)
+	}
+	if p := percentile([]float64{3}, 0.99); p != 3 {
+		t.Errorf("p99 of one: %v", p)
 	}
 }

@@ -110,12 +110,18 @@ func parseStatusKB(status []byte, key string) (int64, error) {
 }
 
 // peakRSS returns the process's resident set high-water mark (VmHWM).
-func peakRSS() (int64, error) {
+func peakRSS() (int64, error) { return selfStatus("VmHWM") }
+
+// currentRSS returns the process's resident set now (VmRSS).
+func currentRSS() (int64, error) { return selfStatus("VmRSS") }
+
+// selfStatus returns the value of key in /proc/self/status, in bytes.
+func selfStatus(key string) (int64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, err
 	}
-	return parseStatusKB(b, "VmHWM")
+	return parseStatusKB(b, key)
 }
 
 // resetPeakRSS sets the high-water mark back to the current RSS (writing

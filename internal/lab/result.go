@@ -128,7 +128,8 @@ type Report struct {
 	Latency    string // what measured latency, e.g. "sockperf 3.7", "" if nothing did
 	CPUs       [2]int // the CPUs the latency client and server were pinned to
 	Variants   []VariantResult
-	Namespaces []string // every namespace the run created (all removed)
+	Ports      *PortsResult // the many-ports measurement (Options.Ports), instead of variants
+	Namespaces []string     // every namespace the run created (all removed)
 }
 
 // result returns the figures of variant name in mode, or nil.

@@ -23,7 +23,8 @@ const (
 // ErrNotRoot is returned when the lab cannot create namespaces and devices.
 var ErrNotRoot = errors.New("softnet lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces and TUN devices)")
 
-// Run measures every variant o asks for, o.Runs times, one after
+// Run measures every variant o asks for or, with o.Ports, many ports on
+// one switch (ports.go). The variants are measured o.Runs times, one after
 // another, each between two namespaces of its own that are removed before
 // the next begins. Each round measures every variant once, starting one
 // variant later than the round before. The report holds every variant
@@ -47,6 +48,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Traffic: gen.name(), Builtin: builtin, Note: note}
 	if note != "" {
 		o.Progress(note)
+	}
+	if o.Ports > 0 {
+		rep.Options = o
+		err := runPorts(ctx, o, gen, rep)
+		if cerr := ctx.Err(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
+		}
+		return rep, err
 	}
 	gens := generators{main: gen}
 	if slices.ContainsFunc(o.Modes, func(m Mode) bool { return m.kind() == kindLatency }) {
@@ -250,7 +259,7 @@ func openDatapath(p *guestPair, v Variant, o Options) (datapath, error) {
 	case pathSoftnetTUN:
 		return openBatchPath(p, SoftnetTUN, o.TAP, attachSoftnetTUN)
 	default:
-		return openSoftnet(p, v.softnet, o.TAP, o.Log)
+		return openPairSwitch(p, v.softnet, o.TAP, o.Log)
 	}
 }
 

@@ -30,10 +30,15 @@ func switchConfig(p *guestPair, c softnetConfig, tap bool) vswitch.Config {
 	return cfg
 }
 
-// openSoftnet opens the switch and starts it. On error everything made
-// so far is closed again.
-func openSoftnet(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (*softnetPath, error) {
-	sw, err := vswitch.Open(switchConfig(p, c, tap), c.Tuning, log)
+// openPairSwitch opens the switch that joins the pair and starts it.
+func openPairSwitch(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (*softnetPath, error) {
+	return openSoftnet(switchConfig(p, c, tap), c.Tuning, log)
+}
+
+// openSoftnet opens a switch and starts it. On error everything made so
+// far is closed again.
+func openSoftnet(cfg vswitch.Config, t vswitch.Tuning, log *slog.Logger) (*softnetPath, error) {
+	sw, err := vswitch.Open(cfg, t, log)
 	if err != nil {
 		return nil, err
 	}

@@ -39,8 +39,11 @@ func modeTitle(m Mode, r *Report) string {
 
 // WriteTable prints the report: a heading, one table per mode with each
 // variant's figures and ratio, what the columns mean, the leak checks and
-// the goals.
+// the goals; or the many-ports measurement's figures.
 func WriteTable(w io.Writer, r *Report) error {
+	if r.Ports != nil {
+		return writePortsTable(w, r)
+	}
 	o := r.Options
 	ports := "TUN ports, L3 forwarder"
 	if o.TAP {
