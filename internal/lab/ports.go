@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/netip"
 	"os"
@@ -159,11 +160,11 @@ func openPortsSwitch(gs []*guest, o Options) (*softnetPath, error) {
 
 // addGuestPort adds g's port and its routes to the running switch.
 func addGuestPort(sw *vswitch.Switch, g *guest, tap bool) error {
-	if err := sw.AddPort(portSpec(g, tap, true)); err != nil {
+	if err := sw.AddPort(portSpec(g, tap, true), slog.Attr{}); err != nil {
 		return err
 	}
 	for _, rt := range portRoutes(g, tap) {
-		if err := sw.AddRoute(rt); err != nil {
+		if err := sw.AddRoute(rt, slog.Attr{}); err != nil {
 			return err
 		}
 	}
@@ -434,11 +435,11 @@ func churn(ctx context.Context, o Options, sw *vswitch.Switch, guests []*guest, 
 			return ctx.Err()
 		}
 		t0 := time.Now()
-		if err := sw.AddPort(portSpec(extra, o.TAP, true)); err != nil {
+		if err := sw.AddPort(portSpec(extra, o.TAP, true), slog.Attr{}); err != nil {
 			return fmt.Errorf("churn: %w", err)
 		}
 		adds = append(adds, float64(time.Since(t0))/float64(time.Millisecond))
-		if err := sw.RemovePort(extra.dev); err != nil {
+		if err := sw.RemovePort(extra.dev, slog.Attr{}); err != nil {
 			return fmt.Errorf("churn: %w", err)
 		}
 	}
@@ -504,7 +505,7 @@ func pairThroughput(ctx context.Context, o Options, gen generator, sw *vswitch.S
 			} else {
 				if onCrowded {
 					for _, g := range pair.guests() {
-						if err := sw.RemovePort(g.dev); err != nil {
+						if err := sw.RemovePort(g.dev, slog.Attr{}); err != nil {
 							return err
 						}
 					}
