@@ -32,7 +32,14 @@ type PortPolicy struct {
 	// port; without it they are dropped with drop.RAGuard (RFC 6105's RA
 	// guard), so a guest cannot make itself its neighbours' default
 	// router, hand them prefixes to autoconfigure or redirect their
-	// traffic.
+	// traffic. While no port is a router, what guests send to the groups
+	// only routers join (all-routers, ff02::2 and 224.0.0.2, and the
+	// MLDv2 and IGMPv3 report groups, ff02::16 and 224.0.0.22: router
+	// solicitations, membership reports) is dropped with drop.NoRoute
+	// instead of being flooded to every port, as a snooping bridge sends
+	// reports only to router ports: with hundreds of guests, their
+	// kernels' own solicitations and reports would otherwise each cost a
+	// write to every other port, and no one would read them.
 	Router bool
 }
 
@@ -70,6 +77,9 @@ type PortPolicy struct {
 type PortSecurity struct {
 	mu    sync.Mutex // serializes writers
 	rules atomic.Pointer[[]*portRules]
+	// routers counts the ports whose policy says Router: with none,
+	// what only routers listen to goes nowhere (routerOnly).
+	routers atomic.Int32
 }
 
 // portRules is one port's policy compiled for lookups.
@@ -128,7 +138,41 @@ func NewPortSecurity(policies map[int]PortPolicy) (*PortSecurity, error) {
 		rules[port] = r
 	}
 	s.rules.Store(&rules)
+	s.countRouters(rules)
 	return s, nil
+}
+
+// countRouters recounts the router ports, under s.mu or before s is
+// shared.
+func (s *PortSecurity) countRouters(rules []*portRules) {
+	n := int32(0)
+	for _, r := range rules {
+		if r != nil && r.policy.Router {
+			n++
+		}
+	}
+	s.routers.Store(n)
+}
+
+// Groups that only routers join (RFC 4291, 3810, 1112 and 3376).
+var routerOnly = [...]netip.Addr{
+	netip.MustParseAddr("ff02::2"),
+	netip.MustParseAddr("ff02::16"),
+	netip.MustParseAddr("224.0.0.2"),
+	netip.MustParseAddr("224.0.0.22"),
+}
+
+// toRoutersOnly reports whether dst is a group only routers join.
+func toRoutersOnly(dst netip.Addr) bool {
+	if !dst.IsLinkLocalMulticast() {
+		return false
+	}
+	for _, g := range routerOnly {
+		if dst == g {
+			return true
+		}
+	}
+	return false
 }
 
 func compilePolicy(port int, p PortPolicy) (*portRules, error) {
@@ -182,6 +226,7 @@ func (s *PortSecurity) SetPolicy(port int, p PortPolicy) error {
 	}
 	next[port] = r
 	s.rules.Store(&next)
+	s.countRouters(next)
 	return nil
 }
 
@@ -194,6 +239,7 @@ func (s *PortSecurity) RemovePolicy(port int) {
 		next[port] = nil
 	}
 	s.rules.Store(&next)
+	s.countRouters(next)
 }
 
 // Policy returns port's policy, if it has one.
@@ -251,6 +297,7 @@ func (s *PortSecurity) Run(b *Batch) {
 	if r == nil {
 		return
 	}
+	noRouters := s.routers.Load() == 0
 	for i := range b.Len() {
 		h, ok := b.Undecided(i)
 		if !ok {
@@ -263,6 +310,8 @@ func (s *PortSecurity) Run(b *Batch) {
 		}
 		if v := r.check(b.Bufs[i].Bytes(), b.Layer, h); v != PassVerdict {
 			b.Verdicts[i] = v
+		} else if noRouters && toRoutersOnly(h.DstIP) {
+			b.Verdicts[i] = DropVerdict(drop.NoRoute)
 		}
 	}
 }

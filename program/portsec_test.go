@@ -57,8 +57,10 @@ func TestPortSecurityL3Sources(t *testing.T) {
 	want := []Verdict{
 		PassVerdict, DropVerdict(drop.IPRPFilter), PassVerdict, DropVerdict(drop.IPRPFilter),
 		PassVerdict, DropVerdict(drop.IPRPFilter), DropVerdict(drop.DHCPServer), DropVerdict(drop.DHCPServer),
-		PassVerdict, DropVerdict(drop.NDiscSpoof), PassVerdict, DropVerdict(drop.IPRPFilter),
-		PassVerdict, DropVerdict(drop.IPRPFilter),
+		// The MLD report and the solicitation are the guest's to send,
+		// but no port is a router to hear them.
+		PassVerdict, DropVerdict(drop.NDiscSpoof), DropVerdict(drop.NoRoute), DropVerdict(drop.IPRPFilter),
+		DropVerdict(drop.NoRoute), DropVerdict(drop.IPRPFilter),
 	}
 	b := e.batch(packet.L3, 1, 0, spoofs...)
 	s.Run(b)
@@ -307,4 +309,35 @@ func TestRouteTableCovers(t *testing.T) {
 			t.Errorf("covers(%s) = %v, want %v", p, got, want)
 		}
 	}
+}
+
+// What guests send to the groups only routers join goes nowhere while no
+// port is a router, and is flooded as before once one is; other
+// link-local groups are never held back.
+func TestPortSecurityRouterOnlyGroups(t *testing.T) {
+	e := newPktEnv(t)
+	s := newPortSecurity(t, map[int]PortPolicy{1: guestPolicy(t)})
+	pkts := []func([]byte) int{
+		ipPkt("fe80::7", "ff02::2", packet.ProtoICMPv6, 133, 0),              // router solicitation
+		ipPkt("2001:db8:1::7", "ff02::16", packet.ProtoICMPv6, 143, 0),       // MLDv2 report
+		ipPkt("198.18.1.7", "224.0.0.22", packet.ProtoUDP, 1, 1),             // to the IGMPv3 routers
+		ipPkt("198.18.1.7", "224.0.0.2", packet.ProtoUDP, 1, 1),              // to all routers
+		ipPkt("2001:db8:1::7", "ff02::1", packet.ProtoICMPv6, 128, 0),        // all nodes: flooded
+		ipPkt("2001:db8:1::7", "ff02::1:ff00:7", packet.ProtoICMPv6, 131, 0), // MLDv1 report to its group
+		ipPkt("198.18.1.7", "224.0.0.251", packet.ProtoUDP, 5353, 5353),      // mDNS
+	}
+	held := DropVerdict(drop.NoRoute)
+	run := func(want ...Verdict) {
+		t.Helper()
+		b := e.batch(packet.L3, 1, 0, pkts...)
+		s.Run(b)
+		wantVerdicts(t, b, want...)
+	}
+	run(held, held, held, held, PassVerdict, PassVerdict, PassVerdict)
+	if err := s.SetPolicy(2, PortPolicy{Allow: Allow{Any: true}, Router: true}); err != nil {
+		t.Fatal(err)
+	}
+	run(PassVerdict, PassVerdict, PassVerdict, PassVerdict, PassVerdict, PassVerdict, PassVerdict)
+	s.RemovePolicy(2)
+	run(held, held, held, held, PassVerdict, PassVerdict, PassVerdict)
 }
