@@ -76,7 +76,10 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
   dhcp-server  let DHCP/DHCPv6 server messages out of the guest (off:
             dropped as DHCP_SERVER)
   router    let IPv6 router advertisements and redirects out of the
-            guest (off: dropped as IPV6_RA_GUARD, RFC 6105's RA guard)
+            guest (off: dropped as IPV6_RA_GUARD, RFC 6105's RA guard);
+            while no port is a router, guests' router solicitations and
+            MLDv2/IGMPv3 reports (to ff02::2, ff02::16, 224.0.0.2,
+            224.0.0.22) drop as NO_ROUTE instead of reaching every port
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
