@@ -292,18 +292,7 @@ func TestEventfdWakes(t *testing.T) {
 		if err := r.RegisterEventfd(efd); err != nil {
 			t.Fatal(err)
 		}
-		br, err := r.NewBufRing(1, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var mem [2][64]byte
-		br.Add(ptr(mem[0][:]), 64, 0)
-		br.Add(ptr(mem[1][:]), 64, 1)
-		br.Publish()
-		r.GetSQE().PrepReadMultishot(rd, false, br.Group(), udRead)
-		if _, err := r.Submit(); err != nil {
-			t.Fatal(err)
-		}
+		br := armRead(t, r, rd)
 		var cnt [8]byte
 		_, _ = unix.Read(efd, cnt[:])
 		go func() { _, _ = unix.Write(wr, []byte("x")) }()
@@ -321,6 +310,26 @@ func TestEventfdWakes(t *testing.T) {
 	}
 }
 
+// armRead arms a multishot read of fd into a buffer ring of two 64-byte
+// buffers, group 1.
+func armRead(t *testing.T, r *Ring, fd int) *BufRing {
+	t.Helper()
+	br, err := r.NewBufRing(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := new([2][64]byte)
+	br.Add(ptr(mem[0][:]), 64, 0)
+	br.Add(ptr(mem[1][:]), 64, 1)
+	br.Publish()
+	t.Cleanup(func() { runtime.KeepAlive(mem) })
+	r.GetSQE().PrepReadMultishot(fd, false, br.Group(), udRead)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	return br
+}
+
 // On a single-issuer ring a read the kernel did waits as task work,
 // which TaskWork reports without a system call until entering runs it;
 // then the completion is ready and TaskWork is false again.
@@ -333,18 +342,7 @@ func TestTaskWorkFlag(t *testing.T) {
 	if r.flags&setupTaskrunFlag == 0 {
 		t.Skip("the kernel refused IORING_SETUP_TASKRUN_FLAG with DEFER_TASKRUN; TaskWork always reports true")
 	}
-	br, err := r.NewBufRing(1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mem [2][64]byte
-	br.Add(ptr(mem[0][:]), 64, 0)
-	br.Add(ptr(mem[1][:]), 64, 1)
-	br.Publish()
-	r.GetSQE().PrepReadMultishot(rd, false, br.Group(), udRead)
-	if _, err := r.Submit(); err != nil {
-		t.Fatal(err)
-	}
+	br := armRead(t, r, rd)
 	if r.TaskWork() {
 		t.Fatal("TaskWork before anything was read")
 	}

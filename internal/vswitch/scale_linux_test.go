@@ -1,15 +1,12 @@
 package vswitch
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	"softnet.dev/internal/netnstest"
@@ -160,31 +157,7 @@ func testScale(t *testing.T, tap bool, ioPath tun.IO, workers, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var rep *Report
-	var runErr error
-	go func() { rep, runErr = sw.Run(ctx); close(done) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("switch did not stop")
-		}
-		if runErr != nil {
-			t.Errorf("switch: %v", runErr)
-		}
-		if rep != nil && rep.Leak != "ok" {
-			t.Errorf("leak check: %s", rep.Leak)
-		}
-	}
-	t.Cleanup(stop)
+	stop := runSwitch(t, sw, nil)
 	for _, g := range gs[n/2:] {
 		if err := sw.AddPort(g.spec(t, tap, ""), slog.Attr{}); err != nil {
 			t.Fatal(err)
@@ -229,7 +202,6 @@ func testScale(t *testing.T, tap bool, ioPath tun.IO, workers, n int) {
 		t.Errorf("switch reports %d ports, want %d", len(s.Ports), n)
 	}
 	stop()
-	runtime.GC()
 }
 
 // parallel runs f for every guest, eight at a time.

@@ -113,6 +113,24 @@ func startSwitchConfig(t *testing.T, gs []*guest, cfg Config, opts ...string) (s
 	if err != nil {
 		t.Fatal(err)
 	}
+	stop = runSwitch(t, sw, func() {
+		for _, g := range gs {
+			if out, err := g.ns.Exec("ip", "link", "show", g.dev); err == nil {
+				t.Errorf("%s: device %s left behind:\n%s", g.ns.Name, g.dev, out)
+			}
+		}
+	})
+	for _, g := range gs {
+		g.configure(t, gs)
+	}
+	return sw, stop
+}
+
+// runSwitch runs sw until the returned stop is called (or the test
+// ends), which checks that it stopped cleanly with every buffer home,
+// then runs after.
+func runSwitch(t *testing.T, sw *Switch, after func()) (stop func() *Report) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var rep *Report
 	var runErr error
@@ -124,7 +142,7 @@ func startSwitchConfig(t *testing.T, gs []*guest, cfg Config, opts ...string) (s
 			cancel()
 			select {
 			case <-done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("switch did not stop")
 			}
 			if runErr != nil {
@@ -133,19 +151,14 @@ func startSwitchConfig(t *testing.T, gs []*guest, cfg Config, opts ...string) (s
 			if rep != nil && rep.Leak != "ok" {
 				t.Errorf("leak check: %s", rep.Leak)
 			}
-			for _, g := range gs {
-				if out, err := g.ns.Exec("ip", "link", "show", g.dev); err == nil {
-					t.Errorf("%s: device %s left behind:\n%s", g.ns.Name, g.dev, out)
-				}
+			if after != nil {
+				after()
 			}
 		})
 		return rep
 	}
 	t.Cleanup(func() { stop() })
-	for _, g := range gs {
-		g.configure(t, gs)
-	}
-	return sw, stop
+	return stop
 }
 
 func ping(t *testing.T, from *guest, to string) {
