@@ -66,25 +66,28 @@
 // queue reads one packet per read(2) and writes one per write(2) or
 // writev(2). On the io_uring path (the default where the kernel has
 // multishot read, Linux 6.7, and lets this process use io_uring; Device.IO
-// says which path was chosen and why not io_uring) each RX queue has a
-// ring with one multishot read of its file into a provided-buffer ring
-// whose buffers are lent from the polling worker's cache, so one
-// io_uring_enter per round stands for every read; each TX queue has a
-// ring into which Transmit gathers a burst's writes (the same GRO runs,
-// whole offloaded packets and drop reasons as the system-call path) and
-// submits them with one io_uring_enter, which also reaps them since a TUN
-// write completes inline. Packets that need segmenting or checksumming in
-// software take the system-call path, in order.
+// says which path was chosen and why not io_uring) the RX queues a worker
+// serves share one ring, the worker's: each queue has a multishot read of
+// its file into a provided-buffer group lent from the worker's cache (at
+// most RingBuffers buffers per worker and class, whatever the number of
+// queues), and the ring enters the kernel only when it has work; each TX
+// queue has a ring into which Transmit gathers a burst's writes (the same
+// GRO runs, whole offloaded packets and drop reasons as the system-call
+// path) and submits them with one io_uring_enter, which also reaps them
+// since a TUN write completes inline. Packets that need segmenting or
+// checksumming in software take the system-call path, in order.
 //
 // Every buffer lent to the kernel is accounted for: in the ring until a
-// completion names it, then a packet or a drop with its reason. An empty
-// buffer ring ends the multishot read with ENOBUFS, counted as
-// drop.NoMem, and the next Receive refills and re-arms it. The RX queue's
-// FD is an eventfd the ring signals, for the worker's epoll. A worker
-// that attaches the queues (port.Attacher: the engine does, on its locked
-// thread) gets single-issuer DEFER_TASKRUN rings and detaches them when it
-// stops, which cancels the requests and takes every lent buffer back;
-// Close does the same for queues used without attaching.
+// completion names it, then a packet in its queue's FIFO or a drop with
+// its reason. An empty buffer group ends a multishot read with ENOBUFS,
+// counted as drop.NoMem on that queue, which is re-armed once buffers are
+// lent again. The RX queues' FD is the eventfd their ring signals, shared
+// by the worker's queues (port.Notifier tells the worker which queue has
+// packets). A worker that attaches the queues (port.Attacher: the engine
+// does, on its locked thread) gets a single-issuer DEFER_TASKRUN ring;
+// Detach cancels a queue's read, and the last one takes every lent buffer
+// back. A queue used without attaching gets a ring of its own, which
+// Close tears down.
 //
 // # Namespaces
 //
