@@ -179,11 +179,16 @@ func (m *rxMember) userData(op uint64) uint64 {
 	return uint64(m.gen)<<32 | uint64(m.group.index)<<24 | uint64(m.slot)<<8 | op
 }
 
-// wantRead queues m's read for arming.
+// wantRead queues m's read for arming, and has the worker poll m, so
+// that the read is armed at its next round even while other queues keep
+// the worker from sleeping.
 func (r *rxRing) wantRead(m *rxMember) {
 	if !m.waiting && m.err == nil {
 		m.waiting = true
 		r.rearm = append(r.rearm, m)
+		if m.notify != nil {
+			m.notify()
+		}
 	}
 }
 
@@ -635,6 +640,11 @@ func (q *rxQueue) receiveUring(c *buffer.Cache, bufs []*buffer.Buf) (int, error)
 	// Nothing lent and nothing read: the pool is empty, and packets wait
 	// in the kernel, as when a read finds no buffer.
 	q.starved = n == 0 && !m.reading && m.group.inRing() == 0
+	if m.waiting && m.notify != nil {
+		// The read is not armed yet (no buffer to lend): poll again next
+		// round, when buffers may be back.
+		m.notify()
+	}
 	q.ctr.publish()
 	if n == 0 && m.err != nil {
 		return 0, m.err
