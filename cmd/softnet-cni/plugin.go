@@ -77,10 +77,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	defer func() {
 		if err != nil {
 			if rerr := sw.removePort(ctx, name); rerr != nil {
-				err = types.NewError(types.ErrInternal, err.Error(), "and removing the port failed: "+rerr.Error())
+				err = alsoFailed(err, "removing the port", rerr)
 			}
 			if derr := invoke.DelegateDel(ctx, conf.IPAM.Type, args.StdinData, nil); derr != nil {
-				err = types.NewError(types.ErrInternal, err.Error(), "and releasing the addresses failed: "+derr.Error())
+				err = alsoFailed(err, "releasing the addresses", derr)
 			}
 		}
 	}()
@@ -113,6 +113,14 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		res.DNS = conf.DNS
 	}
 	return types.PrintResult(res, conf.CNIVersion)
+}
+
+// alsoFailed adds to err, keeping its code, that undoing failed too.
+func alsoFailed(err error, what string, undo error) error {
+	e := &types.Error{Code: types.ErrInternal, Msg: err.Error()}
+	errors.As(err, &e)
+	details := strings.TrimSpace(e.Details + "; and " + what + " failed: " + undo.Error())
+	return types.NewError(e.Code, e.Msg, strings.TrimPrefix(details, "; "))
 }
 
 // hostPrefix is ip's address as a host route.

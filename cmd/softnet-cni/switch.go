@@ -16,19 +16,19 @@ import (
 	"softnet.dev/internal/control"
 )
 
-// vswitch is the switch serving a network's control socket.
-type vswitch struct {
+// switchAPI is the switch serving a network's control socket.
+type switchAPI struct {
 	socket string
 	client *control.Client
 }
 
-func newSwitch(conf *netConf) *vswitch {
-	return &vswitch{socket: conf.Socket, client: control.NewClient(conf.Socket)}
+func newSwitch(conf *netConf) *switchAPI {
+	return &switchAPI{socket: conf.Socket, client: control.NewClient(conf.Socket)}
 }
 
 // addPort adds the attachment's port: a device named ifname in the
 // namespace at netnsPath.
-func (s *vswitch) addPort(ctx context.Context, mode, name, netnsPath, ifname string) error {
+func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname string) error {
 	spec := fmt.Sprintf("%s:%s,netns=%s,dev=%s", mode, name, netnsPath, ifname)
 	var p control.Port
 	if err := s.client.Post(ctx, "/v1/ports", control.PortRequest{Spec: spec}, &p); err != nil {
@@ -40,7 +40,7 @@ func (s *vswitch) addPort(ctx context.Context, mode, name, netnsPath, ifname str
 // removePort removes the named port; one the switch does not have, or a
 // switch that is not running (whose devices went with it), is not an
 // error.
-func (s *vswitch) removePort(ctx context.Context, name string) error {
+func (s *switchAPI) removePort(ctx context.Context, name string) error {
 	err := s.client.Delete(ctx, "/v1/ports/"+name)
 	var refused *control.RefusedError
 	switch {
@@ -53,7 +53,7 @@ func (s *vswitch) removePort(ctx context.Context, name string) error {
 }
 
 // addRoute routes prefix to the named port.
-func (s *vswitch) addRoute(ctx context.Context, prefix netip.Prefix, port string) error {
+func (s *switchAPI) addRoute(ctx context.Context, prefix netip.Prefix, port string) error {
 	rt := control.Route{Prefix: prefix.String(), Port: port}
 	if err := s.client.Post(ctx, "/v1/routes", rt, &rt); err != nil {
 		return s.fail("add route "+prefix.String()+" to port "+port, err)
@@ -63,13 +63,13 @@ func (s *vswitch) addRoute(ctx context.Context, prefix netip.Prefix, port string
 
 // ports lists the switch's ports; its error is the client's, which
 // fail turns into a CNI error.
-func (s *vswitch) ports(ctx context.Context) ([]control.Port, error) {
+func (s *switchAPI) ports(ctx context.Context) ([]control.Port, error) {
 	var ps []control.Port
 	err := s.client.Get(ctx, "/v1/ports", &ps)
 	return ps, err
 }
 
-func (s *vswitch) routes(ctx context.Context) ([]control.Route, error) {
+func (s *switchAPI) routes(ctx context.Context) ([]control.Route, error) {
 	var rs []control.Route
 	if err := s.client.Get(ctx, "/v1/routes", &rs); err != nil {
 		return nil, s.fail("list routes", err)
@@ -81,7 +81,7 @@ func (s *vswitch) routes(ctx context.Context) ([]control.Route, error) {
 // a runtime acts on: 11 (try again later) while the switch is not there
 // or busy, 7 (invalid network configuration) for a mode the switch does
 // not run, and 999 for the rest, each with what to do about it.
-func (s *vswitch) fail(what string, err error) *types.Error {
+func (s *switchAPI) fail(what string, err error) *types.Error {
 	var refused *control.RefusedError
 	var opErr *net.OpError
 	switch {
@@ -95,7 +95,8 @@ func (s *vswitch) fail(what string, err error) *types.Error {
 			what+": "+err.Error())
 	case errors.As(err, &refused) && refused.Status == http.StatusServiceUnavailable:
 		return types.NewError(types.ErrTryAgainLater, "the switch at "+s.socket+" is busy: try again", what+": "+refused.Message)
-	case errors.As(err, &refused) && refused.Status == http.StatusConflict && strings.Contains(refused.Message, "needs a restart"):
+	case errors.As(err, &refused) && (refused.Status == http.StatusConflict && strings.Contains(refused.Message, "needs a restart") ||
+		refused.Status == http.StatusBadRequest && strings.Contains(refused.Message, "mixing tun and tap")):
 		return types.NewError(types.ErrInvalidNetworkConfig,
 			`invalid network configuration: "mode" is not the kind of port the switch at `+s.socket+` runs: set "mode" to the kind of its ports (tun or tap)`,
 			what+": "+refused.Message)
