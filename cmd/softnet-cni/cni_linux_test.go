@@ -651,3 +651,153 @@ func TestAddDelCycles(t *testing.T) {
 	}
 	n.stop()
 }
+
+// A node filled to 110 pods, Kubernetes' default maximum, with ADDs
+// run 10 at a time as a kubelet runs them: every pod reaches every
+// other; then drained the same way, leaving nothing. The time per ADD
+// and DEL (cnitool's, with host-local) is logged.
+func TestNodeOf110Pods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("110 namespaces: not with -short")
+	}
+	const pods, parallel = 110, 10
+	n := newNode(t, "tun", "198.18.8.0/24")
+	ns := make([]*netnstest.NS, pods)
+	for i := range ns {
+		ns[i] = netnstest.New(t)
+	}
+	addrs := make([]net.IP, pods)
+	addTimes := inParallel(t, pods, parallel, func(i int) error {
+		out, err := n.cnitool("add", nsPath(ns[i]), "eth0")
+		if err != nil {
+			return err
+		}
+		res := &current.Result{}
+		if err := json.Unmarshal([]byte(out), res); err != nil || len(res.IPs) != 1 {
+			return fmt.Errorf("ADD result %q: %v", out, err)
+		}
+		addrs[i] = res.IPs[0].Address.IP
+		return nil
+	})
+	if ports, _, leases := n.state(); len(ports) != pods || len(leases) != pods {
+		t.Fatalf("%d ports and %d leases for %d pods", len(ports), len(leases), pods)
+	}
+	allPairs(t, ns, addrs)
+	delTimes := inParallel(t, pods, parallel, func(i int) error {
+		_, err := n.cnitool("del", nsPath(ns[i]), "eth0")
+		return err
+	})
+	n.wantEmpty()
+	t.Logf("%d pods, %d at a time: ADD p50 %v p99 %v; DEL p50 %v p99 %v", pods, parallel,
+		percentile(addTimes, 50), percentile(addTimes, 99), percentile(delTimes, 50), percentile(delTimes, 99))
+	n.stop()
+}
+
+// inParallel runs f(0..count-1), at most width at a time, and returns
+// how long each took; it fails the test on the first error.
+func inParallel(t *testing.T, count, width int, f func(i int) error) []time.Duration {
+	t.Helper()
+	took := make([]time.Duration, count)
+	errs := make([]error, count)
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	for i := range count {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			start := time.Now()
+			errs[i] = f(i)
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return took
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)].Round(100 * time.Microsecond)
+}
+
+// allPairs checks that every pod reaches every other: each sends a UDP
+// datagram to every other pod's address, and each records whom it heard
+// from. Datagrams lost on the way are sent again, in at most 5 rounds.
+func allPairs(t *testing.T, ns []*netnstest.NS, addrs []net.IP) {
+	t.Helper()
+	const port = 7777
+	conns := make([]*net.UDPConn, len(ns))
+	for i := range ns {
+		if err := ns[i].Do(func() (err error) {
+			conns[i], err = net.ListenUDP("udp", &net.UDPAddr{IP: addrs[i], Port: port})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer conns[i].Close()
+	}
+	var mu sync.Mutex
+	heard := make([][]bool, len(ns)) // heard[to][from]
+	var wg sync.WaitGroup
+	for to, c := range conns {
+		heard[to] = make([]bool, len(ns))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 16)
+			for {
+				m, err := c.Read(buf)
+				if err != nil {
+					return // closed
+				}
+				var from int
+				if _, err := fmt.Sscan(string(buf[:m]), &from); err == nil && from >= 0 && from < len(ns) {
+					mu.Lock()
+					heard[to][from] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	missing := 0
+	for round := range 5 {
+		missing = 0
+		for from, c := range conns {
+			for to := range conns {
+				mu.Lock()
+				done := to == from || heard[to][from]
+				mu.Unlock()
+				if !done {
+					missing++
+					if _, err := c.WriteToUDP([]byte(fmt.Sprint(from)), &net.UDPAddr{IP: addrs[to], Port: port}); err != nil {
+						t.Fatalf("round %d: pod %d to %d: %v", round, from, to, err)
+					}
+				}
+			}
+			time.Sleep(time.Millisecond) // a pod's burst at a time: bounded rate
+		}
+		if missing == 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	wg.Wait()
+	var unheard []string
+	for to := range heard {
+		for from, ok := range heard[to] {
+			if !ok && from != to {
+				unheard = append(unheard, fmt.Sprintf("%d→%d", from, to))
+			}
+		}
+	}
+	if len(unheard) > 0 {
+		t.Fatalf("%d of %d pairs never reached: %v", len(unheard), len(ns)*(len(ns)-1), unheard[:min(len(unheard), 20)])
+	}
+}
