@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -365,6 +366,34 @@ func TestLifecycle(t *testing.T) {
 	}
 	transfer(t, a, b, ipOf(t, rb, true), 4<<20)
 	transfer(t, b, a, ipOf(t, ra, false), 4<<20)
+
+	// The node's own namespace on a port of its own, with the default
+	// routes, as docs/kubernetes.md sets it up: pods reach the node
+	// (and what it routes) through their default route.
+	host := netnstest.New(t)
+	c := control.NewClient(n.socket)
+	ctx := context.Background()
+	if err := c.Post(ctx, "/v1/ports", control.PortRequest{Spec: "tun:node0,netns=" + host.Name}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, pfx := range []string{"0.0.0.0/0", "::/0"} {
+		if err := c.Post(ctx, "/v1/routes", control.Route{Prefix: pfx, Port: "node0"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host.AddAddr(t, "node0", netip.MustParsePrefix("198.18.0.1/32"))
+	host.AddAddr(t, "node0", netip.MustParsePrefix("2001:db8::1/128"))
+	for _, r := range []string{"198.18.4.0/24", "2001:db8:4::/64"} {
+		if out, err := host.Exec("ip", "route", "add", r, "dev", "node0"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	ping(t, a, net.ParseIP("198.18.0.1"))
+	ping(t, b, net.ParseIP("2001:db8::1"))
+	ping(t, host, ipOf(t, ra, true))
+	if err := c.Delete(ctx, "/v1/ports/node0"); err != nil {
+		t.Fatal(err)
+	}
 
 	n.mustRun("check", a, "eth0")
 	n.mustRun("check", b, "eth0")
