@@ -30,6 +30,7 @@ require (
 	github.com/mdlayher/socket v0.6.1 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/networkplumbing/go-nft v0.4.0 // indirect
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -49,4 +50,5 @@ require (
 tool (
 	github.com/containernetworking/cni/cnitool
 	github.com/containernetworking/plugins/plugins/ipam/host-local
+	github.com/containernetworking/plugins/plugins/main/bridge
 )
