@@ -475,6 +475,12 @@ func TestLifecycle(t *testing.T) {
 
 	n.mustRun("check", a, "eth0")
 	n.mustRun("check", b, "eth0")
+	if out, err := a.Exec("ip", "-6", "route", "del", "default", "dev", "eth0"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := n.cnitool("check", nsPath(a), "eth0"); err == nil || !strings.Contains(err.Error(), "route ::/0 is missing") {
+		t.Errorf("CHECK with the default route gone: %v", err)
+	}
 	if out, err := a.Exec("ip", "addr", "del", ra.IPs[0].Address.String(), "dev", "eth0"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -112,7 +113,7 @@ func (p *pod) configure(ifname string, mtu int, tap bool, res *current.Result) e
 	for _, rt := range res.Routes {
 		r := routeOf(link.Attrs().Index, rt)
 		if err := p.nl.RouteAdd(r); err != nil {
-			return fmt.Errorf("%s in %s: add route %s: %w", ifname, p.path, rt, err)
+			return fmt.Errorf("%s in %s: add route %s: %w", ifname, p.path, routeString(rt), err)
 		}
 	}
 	return nil
@@ -175,21 +176,28 @@ func (p *pod) check(ifname string, prev *current.Result) error {
 		return fmt.Errorf("%s in %s: list routes: %w", ifname, p.path, err)
 	}
 	for _, want := range prev.Routes {
-		found := false
-		for _, r := range routes {
-			dst := "<nil>"
-			if r.Dst != nil {
-				dst = r.Dst.String()
-			}
-			ones, _ := want.Dst.Mask.Size()
-			isDefault := r.Dst == nil || r.Dst.IP.IsUnspecified() && ones == 0
-			if (dst == want.Dst.String() || ones == 0 && isDefault && (r.Family == netlink.FAMILY_V4) == (want.Dst.IP.To4() != nil)) && r.Gw.Equal(want.GW) {
-				found = true
-			}
-		}
-		if !found {
-			return fmt.Errorf("%s in %s: route %s is missing", ifname, p.path, want)
+		if !slices.ContainsFunc(routes, func(r netlink.Route) bool { return sameRoute(r, want) }) {
+			return fmt.Errorf("%s in %s: route %s is missing", ifname, p.path, routeString(want))
 		}
 	}
 	return nil
+}
+
+func routeString(rt *types.Route) string {
+	if rt.GW == nil {
+		return rt.Dst.String()
+	}
+	return rt.Dst.String() + " via " + rt.GW.String()
+}
+
+// sameRoute says whether the kernel's route r is want.
+func sameRoute(r netlink.Route, want *types.Route) bool {
+	if !r.Gw.Equal(want.GW) {
+		return false
+	}
+	if r.Dst == nil { // a default route, as some kernels and netlink versions report it
+		ones, _ := want.Dst.Mask.Size()
+		return ones == 0 && (r.Family == netlink.FAMILY_V4) == (want.Dst.IP.To4() != nil)
+	}
+	return r.Dst.String() == want.Dst.String()
 }
