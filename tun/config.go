@@ -52,6 +52,11 @@ type Config struct {
 	// down and up, MTU changes (and the frames the port then accepts),
 	// deletion. Nil discards it.
 	Log *slog.Logger
+	// PortName is the name Info reports, by which an engine and a switch
+	// know the port; "" is Name. Device names are unique only within a
+	// namespace (every container has an eth0), so a switch serving
+	// devices of one name in several namespaces names their ports apart.
+	PortName string
 
 	// singleGets (internal/knob.TUNSingleGets) takes each receive buffer
 	// with its own Cache.Get. By default a queue takes the buffers for a

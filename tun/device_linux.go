@@ -53,6 +53,7 @@ type Device struct {
 	link    linkStatus
 	watch   *linkWatch
 	ifindex int
+	dev     string // the device's name in its namespace; info.Name is the port's
 
 	closed  atomic.Bool
 	closeMu sync.Mutex
@@ -117,7 +118,11 @@ func (d *Device) open(cfg Config) error {
 	d.created = !before.exists
 
 	flags := uint16(unix.IFF_NO_PI)
+	d.dev = cfg.Name
 	d.info = port.Info{Name: cfg.Name, Layer: packet.L3, Queues: cfg.Queues}
+	if cfg.PortName != "" {
+		d.info.Name = cfg.PortName
+	}
 	l2 := linkOverhead(cfg.TAP)
 	if cfg.TAP {
 		flags |= unix.IFF_TAP
@@ -250,7 +255,7 @@ func (d *Device) restore() error {
 	if !d.setUp && d.origMTU == 0 {
 		return nil
 	}
-	link, err := d.nl.LinkByName(d.info.Name)
+	link, err := d.nl.LinkByName(d.dev)
 	if err != nil {
 		if isNotFound(err) {
 			return nil // deleted meanwhile: nothing to restore
@@ -358,7 +363,7 @@ func (d *Device) Close(c *buffer.Cache) error {
 	d.wake = -1
 	if d.nl != nil {
 		if d.created {
-			gone, err := waitGone(d.nl, d.info.Name, goneTimeout)
+			gone, err := waitGone(d.nl, d.dev, goneTimeout)
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Errorf("check removal: %w", err))

@@ -252,3 +252,37 @@ func sameFile(a, b string) bool {
 	fb, err := os.Stat(b)
 	return err == nil && os.SameFile(fa, fb)
 }
+
+// Devices of one name in two namespaces are two ports named apart
+// (PortName): each reports its port's name, has its kernel counters
+// read and is removed on close by its own device name.
+func TestPortNameApartFromDevice(t *testing.T) {
+	var devs []*Device
+	var nss []*netnstest.NS
+	for i := range 2 {
+		ns := netnstest.New(t)
+		port := devName("pn")
+		d, err := Open(Config{Name: "eth0", PortName: port, NetNS: "/run/netns/" + ns.Name, IO: testIO})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Info().Name; got != port {
+			t.Errorf("device %d: Info().Name = %s, want %s", i, got, port)
+		}
+		if _, err := d.KernelStats(); err != nil {
+			t.Errorf("device %d: %v", i, err)
+		}
+		devs, nss = append(devs, d), append(nss, ns)
+	}
+	for i, d := range devs {
+		if _, ok := linkShow(t, nss[i], "eth0"); !ok {
+			t.Fatalf("no eth0 in %s", nss[i].Name)
+		}
+		if err := d.Close(nil); err != nil {
+			t.Error(err)
+		}
+		if _, ok := linkShow(t, nss[i], "eth0"); ok {
+			t.Errorf("eth0 still in %s after Close", nss[i].Name)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func fromFiles(cfg FileConfig, files []*os.File) (*Device, error) {
 		}
 		switch {
 		case i == 0:
-			d.info.Name, flags = name, fl
+			d.info.Name, d.dev, flags = name, name, fl
 		case name != d.info.Name:
 			return d, fmt.Errorf("file %d is attached to %s, file 0 to %s", i, name, d.info.Name)
 		case fl != flags:
@@ -81,7 +81,7 @@ func fromFiles(cfg FileConfig, files []*os.File) (*Device, error) {
 	case cfg.MTU != 0:
 		d.info.MaxFrame = cfg.MTU + l2
 	default:
-		mtu, err := deviceMTU(fds[0], d.info.Name)
+		mtu, err := deviceMTU(fds[0], d.dev)
 		if err != nil {
 			return d, fmt.Errorf("look up MTU (or give FileConfig.MTU): %w", err)
 		}

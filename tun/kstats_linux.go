@@ -46,7 +46,7 @@ func (d *Device) KernelStats() (KernelStats, error) {
 	if d.nl == nil {
 		return KernelStats{}, fmt.Errorf("tun %s: kernel stats: %w", d.info.Name, errClosed)
 	}
-	st, err := readKernelStats(d.nl, d.info.Name)
+	st, err := readKernelStats(d.nl, d.dev)
 	if err != nil {
 		return KernelStats{}, fmt.Errorf("tun %s: kernel stats: %w", d.info.Name, err)
 	}

@@ -154,9 +154,11 @@ sends from the prefixes routed to it (softnet ctl route add) unless allow=
 says otherwise. The new port is printed as port list prints it.
 
 netns= takes a name (ip netns add NS) or a path, as container runtimes
-hand namespaces over: /var/run/netns/NAME, /proc/PID/ns/net.`,
+hand namespaces over: /var/run/netns/NAME, /proc/PID/ns/net; dev= names
+the device there when it is not the port's name (every container's eth0).`,
 		Example: `  softnet ctl port add tun:sn3,netns=guest3
   softnet ctl port add tun:sn4,netns=/proc/4242/ns/net,allow=198.18.4.0/24
+  softnet ctl port add tun:pod7,netns=/proc/4242/ns/net,dev=eth0
   softnet ctl route add 198.18.3.0/24=sn3`,
 		Args: exactArgs(1, "port add needs SPEC, e.g. tun:sn3,netns=guest3"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -52,13 +52,16 @@ may advertise itself as an IPv6 router or answer DHCP unless router=on or
 dhcp-server=on. Addresses inside the guests are the operator's business:
 configure them with ip(8) once the switch has created the devices.
 
-A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
+A port is kind:NAME[,netns=NS][,dev=IFNAME][,queues=N][,offload=on|off][,gro=on|off]
 [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
 [,router=on|off]:
   kind      tun or tap
   NAME      the device: created if missing (and removed at exit), else
             attached to and left as found
-  netns     a named network namespace (ip netns add NS) to put it in
+  netns     a named network namespace (ip netns add NS) to put it in, or
+            a namespace file's path (/proc/PID/ns/net)
+  dev       the device's name in the namespace, if not NAME: port names
+            are unique in the switch, device names in their namespace
   queues    queues (default: one per worker)
   offload   virtio-net header with checksum and segmentation offloads (on)
   gro       coalesce each burst's segments of a TCP or UDP flow into one
@@ -233,7 +236,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)

@@ -15,13 +15,13 @@ import (
 )
 
 // PortSpec is one --port argument:
-// kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
+// kind:NAME[,netns=NS][,dev=IFNAME][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
 // [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
 // [,router=on|off].
 type PortSpec struct {
 	TAP     bool
 	Name    string
-	NetNS   string
+	NetNS   string // a name as `ip netns` takes it, or a namespace file's absolute path
 	Queues  int    // 0: one per worker
 	Offload bool   // default on
 	GRO     bool   // default on with offload; needs it
@@ -37,6 +37,10 @@ type PortSpec struct {
 	// Router lets the guest send IPv6 router advertisements and
 	// redirects; off by default.
 	Router bool
+	// Dev is the device's name in its namespace when it differs from the
+	// port's: port names are unique in the switch, device names only in
+	// their namespace (a CNI plugin gives every container an eth0).
+	Dev string
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -49,6 +53,9 @@ func (p PortSpec) String() string {
 	s := kind + ":" + p.Name
 	if p.NetNS != "" {
 		s += ",netns=" + p.NetNS
+	}
+	if p.Dev != "" {
+		s += ",dev=" + p.Dev
 	}
 	if p.Queues > 0 {
 		s += ",queues=" + strconv.Itoa(p.Queues)
@@ -118,6 +125,8 @@ func ParsePort(s string) (PortSpec, error) {
 		switch k {
 		case "netns":
 			spec.NetNS = v
+		case "dev":
+			spec.Dev = v
 		case "queues":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
@@ -161,7 +170,7 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.MACs = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io, allow, mac, dhcp-server, router)", s, k)
+			return spec, fmt.Errorf("port %q: unknown option %q (netns, dev, queues, offload, gro, io, allow, mac, dhcp-server, router)", s, k)
 		}
 	}
 	if !spec.Offload {
@@ -174,12 +183,22 @@ func ParsePort(s string) (PortSpec, error) {
 	if err := spec.device(spec.Queues).Validate(); err != nil {
 		return spec, fmt.Errorf("port %q: %w", s, err)
 	}
+	if spec.Dev != "" {
+		// Routes name the port: its name keeps a device name's rules.
+		if err := (tun.Config{Name: spec.Name}).Validate(); err != nil {
+			return spec, fmt.Errorf("port %q: port name: %w", s, err)
+		}
+	}
 	return spec, nil
 }
 
 // device is the TUN/TAP device the port opens with q queues.
 func (p PortSpec) device(q int) tun.Config {
-	return tun.Config{Name: p.Name, TAP: p.TAP, NetNS: p.NetNS, Queues: q, Offload: p.Offload, GRO: p.GRO, IO: p.IO}
+	c := tun.Config{Name: p.Name, TAP: p.TAP, NetNS: p.NetNS, Queues: q, Offload: p.Offload, GRO: p.GRO, IO: p.IO}
+	if p.Dev != "" {
+		c.Name, c.PortName = p.Dev, p.Name
+	}
+	return c
 }
 
 // ParseRoute parses a --route value.

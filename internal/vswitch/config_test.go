@@ -32,6 +32,10 @@ func TestParsePort(t *testing.T) {
 		"tap:g,mac=02-00-00-00-00-01+02:00:00:00:00:02,dhcp-server=on,allow=none": "tap:g,allow=none,mac=02:00:00:00:00:01+02:00:00:00:00:02,dhcp-server=on",
 		"tap:g,router=on,dhcp-server=on":                                          "tap:g,dhcp-server=on,router=on",
 		"tun:g,router=off":                                                        "tun:g",
+		// A namespace by the path a container runtime hands over, and a
+		// device named apart from its port.
+		"tun:cn0123456789abc,netns=/proc/4242/ns/net,dev=eth0":   "tun:cn0123456789abc,netns=/proc/4242/ns/net,dev=eth0",
+		"tap:p1,dev=eth1,netns=/var/run/netns/cni-1f2e,queues=2": "tap:p1,netns=/var/run/netns/cni-1f2e,dev=eth1,queues=2",
 		// softnet switch --help's example of a locked TAP port.
 		"tap:vm1,mac=02:00:00:00:00:07,allow=198.18.7.1+2001:db8:7::1": "tap:vm1,allow=198.18.7.1/32+2001:db8:7::1/128,mac=02:00:00:00:00:07",
 	} {
@@ -44,7 +48,9 @@ func TestParsePort(t *testing.T) {
 		"tun:x,queues=0", "tun:x,queues=many", "tun:x,offload=maybe", "tun:x,netns=", "tun:x,netns=../etc",
 		"tun:x,colour=blue", "tun:x,queues", "tun:x,gro=yes", "tun:x,offload=off,gro=on",
 		"tun:x,mac=02:00:00:00:00:01", "tap:x,mac=ff:ff:ff:ff:ff:ff", "tap:x,mac=02:00:00:00:00", "tun:x,allow=",
-		"tun:x,allow=198.18.1.0/33", "tun:x,allow=bogus", "tun:x,dhcp-server=yes", "tun:x,router=yes", "tun:x,router="} {
+		"tun:x,allow=198.18.1.0/33", "tun:x,allow=bogus", "tun:x,dhcp-server=yes", "tun:x,router=yes", "tun:x,router=",
+		"tun:x,netns=/proc/1/ns/../ns/net", "tun:x,dev=", "tun:x,dev=this-name-is-too-long", "tun:x,dev=a/b",
+		"tun:this-name-is-too-long,dev=eth0", "tun:a/b,dev=eth0"} {
 		if _, err := ParsePort(bad); err == nil {
 			t.Errorf("ParsePort(%q) accepted", bad)
 		}

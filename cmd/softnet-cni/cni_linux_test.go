@@ -1,0 +1,974 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"softnet.dev/internal/control"
+	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch"
+)
+
+// The binaries a runtime runs: the plugin, the reference IPAM plugin
+// and the reference runtime, built once per test binary; with -cni.compare
+// also softnet itself and the reference bridge plugin.
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+
+	compare = flag.Bool("cni.compare", false, "TestNodeOf110Pods runs the switch as its own process, logs its RSS, and times the reference bridge plugin on the same pods")
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "softnet-cni-bin-"); buildErr != nil {
+			return
+		}
+		pkgs := []string{"softnet.dev/cmd/softnet-cni", "github.com/containernetworking/cni/cnitool", "github.com/containernetworking/plugins/plugins/ipam/host-local"}
+		if *compare {
+			pkgs = append(pkgs, "softnet.dev/cmd/softnet", "github.com/containernetworking/plugins/plugins/main/bridge")
+		}
+		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("%v: %v\n%s", cmd, err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// node is a softnet switch with its control API on a socket of the
+// test's, a network configuration for it in NETCONFPATH and host-local
+// leases in a directory of the test's.
+type node struct {
+	t       *testing.T
+	bin     string
+	network string // unique: cnitool caches results under /var/lib/cni by network name
+	socket  string
+	netDir  string
+	ipamDir string
+	conf    map[string]any // the plugin's configuration
+
+	sw      *vswitch.Switch
+	srv     *control.Server
+	served  chan error
+	proc    *exec.Cmd     // the switch as its own process (-cni.compare), or nil
+	procOut *bytes.Buffer // its output
+	stopped bool
+}
+
+func newNode(t *testing.T, mode string, ranges ...string) *node {
+	t.Helper()
+	netnstest.RequireRoot(t)
+	dir := t.TempDir()
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	n := &node{t: t, bin: binaries(t), network: "softnet-test-" + hex.EncodeToString(rnd[:]),
+		socket: filepath.Join(dir, "softnet.sock"), netDir: filepath.Join(dir, "net.d"), ipamDir: filepath.Join(dir, "ipam")}
+	var rs []any
+	for _, r := range ranges {
+		rs = append(rs, []any{map[string]any{"subnet": r}})
+	}
+	n.conf = map[string]any{"type": "softnet-cni", "socket": n.socket, "mode": mode, "mtu": 1400,
+		"unknownKey": "ignored, as the spec says",
+		"ipam":       map[string]any{"type": "host-local", "dataDir": n.ipamDir, "ranges": rs}}
+	n.writeConf("1.1.0")
+	t.Cleanup(func() {
+		// What cnitool cached of this network, should a test fail
+		// before its DEL.
+		left, _ := filepath.Glob(filepath.Join(libcni.CacheDir, "results", n.network+"-*"))
+		for _, f := range left {
+			os.Remove(f)
+		}
+	})
+	n.start()
+	return n
+}
+
+// writeConf writes the network's conflist with cniVersion v.
+func (n *node) writeConf(v string) {
+	n.t.Helper()
+	list := map[string]any{"cniVersion": v, "name": n.network, "plugins": []any{n.conf}}
+	b, err := json.Marshal(list)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.MkdirAll(n.netDir, 0o755); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.netDir, "net.conflist"), b, 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// stdin is the plugin's configuration as a runtime hands it over.
+func (n *node) stdin(v string, extra map[string]any) []byte {
+	c := map[string]any{"cniVersion": v, "name": n.network}
+	for k, x := range n.conf {
+		c[k] = x
+	}
+	for k, x := range extra {
+		c[k] = x
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return b
+}
+
+// start opens a switch with no ports: it takes either kind.
+func (n *node) start() {
+	t := n.t
+	sw, err := vswitch.Open(vswitch.Config{}, vswitch.Tuning{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := control.Listen(n.socket, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.sw, n.srv, n.served = sw, control.NewServer(sw, slog.New(slog.DiscardHandler)), make(chan error, 1)
+	go func() { n.served <- n.srv.Serve(ln) }()
+	t.Cleanup(n.stop)
+}
+
+// startProcess replaces the in-process switch by `softnet switch` run
+// as a process of its own, whose memory can be told apart.
+func (n *node) startProcess() {
+	t := n.t
+	t.Helper()
+	n.stop()
+	n.stopped = false
+	n.procOut = &bytes.Buffer{}
+	n.proc = exec.Command(filepath.Join(n.bin, "softnet"), "switch", "--control", n.socket)
+	n.proc.Stdout, n.proc.Stderr = n.procOut, n.procOut
+	if err := n.proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.stop)
+	c := control.NewClient(n.socket)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var ps []control.Port
+		if err := c.Get(context.Background(), "/v1/ports", &ps); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("softnet switch never answered: %v\n%s", err, n.procOut)
+		}
+	}
+}
+
+// memory returns the switch process's resident and peak resident set
+// (VmRSS, VmHWM) in KiB.
+func (n *node) memory() (rss, peak int) {
+	n.t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.proc.Process.Pid))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			fmt.Sscan(f[1], &rss)
+		} else if len(f) == 3 && f[0] == "VmHWM:" {
+			fmt.Sscan(f[1], &peak)
+		}
+	}
+	return rss, peak
+}
+
+// stop stops the switch as softnet switch does and checks that every
+// buffer came home.
+func (n *node) stop() {
+	if n.stopped {
+		return
+	}
+	n.stopped = true
+	if n.proc != nil {
+		_ = n.proc.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- n.proc.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil || !strings.Contains(n.procOut.String(), "leak check: ok") {
+				n.t.Errorf("softnet switch: %v\n%s", err, n.procOut)
+			}
+		case <-time.After(20 * time.Second):
+			_ = n.proc.Process.Kill()
+			<-done
+			n.t.Errorf("softnet switch did not stop in 20 s\n%s", n.procOut)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.srv.Shutdown(ctx); err != nil {
+		n.t.Errorf("shutdown: %v", err)
+	}
+	if err := <-n.served; err != nil {
+		n.t.Errorf("serve: %v", err)
+	}
+	rep, err := n.sw.Close()
+	if err != nil {
+		n.t.Errorf("close: %v", err)
+	}
+	if rep == nil || rep.Leak != "ok" {
+		n.t.Errorf("leak check: %v", rep)
+	}
+}
+
+// cnitool runs the reference runtime: cnitool CMD NETWORK NETNS.
+func (n *node) cnitool(cmd, netns, ifname string) (string, error) {
+	return n.cnitoolIn(nil, n.network, cmd, netns, ifname)
+}
+
+// cnitoolIn runs cnitool for network inside the namespace in (nil: the
+// test's own).
+func (n *node) cnitoolIn(in *netnstest.NS, network, cmd, netns, ifname string) (string, error) {
+	args := []string{filepath.Join(n.bin, "cnitool"), cmd, network, netns}
+	if in != nil {
+		args = append([]string{"ip", "netns", "exec", in.Name}, args...)
+	}
+	c := exec.Command(args[0], args[1:]...)
+	c.Env = append(os.Environ(), "CNI_PATH="+n.bin, "NETCONFPATH="+n.netDir, "CNI_IFNAME="+ifname)
+	var out, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &out, &stderr
+	err := c.Run()
+	if err != nil {
+		err = fmt.Errorf("cnitool %s %s: %w: %s%s", cmd, netns, err, out.String(), stderr.String())
+	}
+	return out.String(), err
+}
+
+// add attaches ns's eth0 through cnitool and returns the result.
+func (n *node) add(ns *netnstest.NS, ifname string) *current.Result {
+	n.t.Helper()
+	out, err := n.cnitool("add", nsPath(ns), ifname)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	res := &current.Result{}
+	if err := json.Unmarshal([]byte(out), res); err != nil {
+		n.t.Fatalf("ADD result %q: %v", out, err)
+	}
+	return res
+}
+
+func (n *node) mustRun(cmd string, ns *netnstest.NS, ifname string) {
+	n.t.Helper()
+	if _, err := n.cnitool(cmd, nsPath(ns), ifname); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func nsPath(ns *netnstest.NS) string { return "/var/run/netns/" + ns.Name }
+
+// cnitoolID is the container ID cnitool gives a namespace.
+func cnitoolID(netns string) string {
+	s := sha512.Sum512([]byte(netns))
+	return fmt.Sprintf("cnitool-%x", s[:10])
+}
+
+// state is what the switch and host-local hold.
+func (n *node) state() (ports []control.Port, routes []control.Route, leases []string) {
+	n.t.Helper()
+	c := control.NewClient(n.socket)
+	if err := c.Get(context.Background(), "/v1/ports", &ports); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), "/v1/routes", &routes); err != nil {
+		n.t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(n.ipamDir, n.network, "*"))
+	for _, f := range files {
+		if b := filepath.Base(f); b != "lock" && !strings.HasPrefix(b, "last_reserved_ip") {
+			leases = append(leases, b)
+		}
+	}
+	return ports, routes, leases
+}
+
+// portOf returns the switch's port of the attachment, if it has one.
+func (n *node) portOf(ns *netnstest.NS, ifname string) (control.Port, bool) {
+	ports, _, _ := n.state()
+	name := portName(n.network, cnitoolID(nsPath(ns)), ifname)
+	i := slices.IndexFunc(ports, func(p control.Port) bool { return p.Name == name })
+	if i < 0 {
+		return control.Port{}, false
+	}
+	return ports[i], true
+}
+
+func (n *node) wantEmpty() {
+	n.t.Helper()
+	ports, routes, leases := n.state()
+	if len(ports)+len(routes)+len(leases) != 0 {
+		n.t.Errorf("left behind: ports %v, routes %v, leases %v", ports, routes, leases)
+	}
+}
+
+func hasLink(t *testing.T, ns *netnstest.NS, ifname string) bool {
+	t.Helper()
+	_, err := ns.Exec("ip", "link", "show", ifname)
+	return err == nil
+}
+
+func ping(t *testing.T, from *netnstest.NS, to net.IP) {
+	t.Helper()
+	if out, err := from.Exec("ping", "-c", "2", "-i", "0.2", "-W", "2", to.String()); err != nil {
+		t.Fatalf("ping %s from %s: %v\n%s", to, from.Name, err, out)
+	}
+}
+
+// transfer sends size bytes over TCP from one namespace to a listener
+// in another and checks that they arrive whole.
+func transfer(t *testing.T, from, to *netnstest.NS, addr net.IP, size int) {
+	t.Helper()
+	var ln net.Listener
+	if err := to.Do(func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(addr.String(), "0"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan [32]byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- [32]byte{}
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		h := sha256.New()
+		_, _ = io.Copy(h, c)
+		got <- [32]byte(h.Sum(nil))
+	}()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	var c net.Conn
+	if err := from.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write(data); err != nil {
+		t.Fatalf("TCP to %s: %v", ln.Addr(), err)
+	}
+	c.Close()
+	select {
+	case sum := <-got:
+		if sum != sha256.Sum256(data) {
+			t.Fatalf("TCP to %s: %d bytes arrived changed or short", ln.Addr(), size)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("TCP to %s: no end after 30 s", ln.Addr())
+	}
+}
+
+// ipOf returns the result's address of the family.
+func ipOf(t *testing.T, res *current.Result, v4 bool) net.IP {
+	t.Helper()
+	for _, ip := range res.IPs {
+		if (ip.Address.IP.To4() != nil) == v4 {
+			return ip.Address.IP
+		}
+	}
+	t.Fatalf("no IPv4=%v address in %v", v4, res)
+	return nil
+}
+
+// A runtime's whole life of two pods on one node: ADD (result as the
+// spec says), traffic between them, CHECK (and CHECK failing once the
+// pod's address is gone), GC keeping only the valid attachment, DEL
+// twice, STATUS; nothing is left behind.
+func TestLifecycle(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	n := newNode(t, "tun", "198.18.4.0/24", "2001:db8:4::/64")
+	a, b := netnstest.New(t), netnstest.New(t)
+	ra, rb := n.add(a, "eth0"), n.add(b, "eth0")
+
+	if len(ra.Interfaces) != 1 || ra.Interfaces[0].Name != "eth0" || ra.Interfaces[0].Sandbox != nsPath(a) || ra.Interfaces[0].Mtu != 1400 {
+		t.Errorf("interfaces: %v", ra.Interfaces)
+	}
+	if len(ra.IPs) != 2 || ra.IPs[0].Interface == nil || *ra.IPs[0].Interface != 0 || len(ra.Routes) != 2 {
+		t.Errorf("ips %v routes %v", ra.IPs, ra.Routes)
+	}
+	if out, err := a.Exec("ip", "-o", "link", "show", "eth0"); err != nil || !strings.Contains(out, "mtu 1400") {
+		t.Errorf("eth0 in %s: %v %s", a.Name, err, out)
+	}
+	for _, v4 := range []bool{true, false} {
+		ping(t, a, ipOf(t, rb, v4))
+		ping(t, b, ipOf(t, ra, v4))
+	}
+	transfer(t, a, b, ipOf(t, rb, true), 4<<20)
+	transfer(t, b, a, ipOf(t, ra, false), 4<<20)
+
+	// The node's own namespace on a port of its own, with the default
+	// routes, as docs/kubernetes.md sets it up: pods reach the node
+	// (and what it routes) through their default route.
+	host := netnstest.New(t)
+	c := control.NewClient(n.socket)
+	ctx := context.Background()
+	if err := c.Post(ctx, "/v1/ports", control.PortRequest{Spec: "tun:node0,netns=" + host.Name}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, pfx := range []string{"0.0.0.0/0", "::/0"} {
+		if err := c.Post(ctx, "/v1/routes", control.Route{Prefix: pfx, Port: "node0"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host.AddAddr(t, "node0", netip.MustParsePrefix("198.18.0.1/32"))
+	host.AddAddr(t, "node0", netip.MustParsePrefix("2001:db8::1/128"))
+	for _, r := range []string{"198.18.4.0/24", "2001:db8:4::/64"} {
+		if out, err := host.Exec("ip", "route", "add", r, "dev", "node0"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	ping(t, a, net.ParseIP("198.18.0.1"))
+	ping(t, b, net.ParseIP("2001:db8::1"))
+	ping(t, host, ipOf(t, ra, true))
+	if err := c.Delete(ctx, "/v1/ports/node0"); err != nil {
+		t.Fatal(err)
+	}
+
+	n.mustRun("check", a, "eth0")
+	n.mustRun("check", b, "eth0")
+	if out, err := a.Exec("ip", "-6", "route", "del", "default", "dev", "eth0"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := n.cnitool("check", nsPath(a), "eth0"); err == nil || !strings.Contains(err.Error(), "route ::/0 is missing") {
+		t.Errorf("CHECK with the default route gone: %v", err)
+	}
+	if out, err := a.Exec("ip", "addr", "del", ra.IPs[0].Address.String(), "dev", "eth0"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := n.cnitool("check", nsPath(a), "eth0"); err == nil || !strings.Contains(err.Error(), "is missing") {
+		t.Errorf("CHECK with the address gone: %v", err)
+	}
+
+	if _, err := n.cnitool("status", nsPath(a), "eth0"); err != nil {
+		t.Errorf("STATUS: %v", err)
+	}
+
+	// GC as a runtime that knows only b's attachment: a's port and
+	// lease go. (A cache of its own, so that libcni does not DEL what
+	// cnitool cached.)
+	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, t.TempDir(), nil)
+	list, err := libcni.ConfListFromFile(filepath.Join(n.netDir, "net.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := types.GCAttachment{ContainerID: cnitoolID(nsPath(b)), IfName: "eth0"}
+	if err := cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{keep}}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if _, ok := n.portOf(a, "eth0"); ok || hasLink(t, a, "eth0") {
+		t.Errorf("GC left a's port or device")
+	}
+	if _, ok := n.portOf(b, "eth0"); !ok {
+		t.Errorf("GC removed b's port, which is valid")
+	}
+	if _, _, leases := n.state(); len(leases) != 2 {
+		t.Errorf("after GC, leases %v; want b's two", leases)
+	}
+	n.mustRun("check", b, "eth0")
+
+	// DEL is idempotent: a is gone already, and b twice.
+	n.mustRun("del", a, "eth0")
+	n.mustRun("del", b, "eth0")
+	n.mustRun("del", b, "eth0")
+	if hasLink(t, b, "eth0") {
+		t.Error("DEL left eth0 in b")
+	}
+	n.wantEmpty()
+}
+
+// Spec versions 0.4.0 and 1.0.0 get results of their version; a TAP
+// switch bridges pods on one subnet.
+func TestVersionsAndTAP(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	n := newNode(t, "tap", "198.18.5.0/24")
+	pods := []*netnstest.NS{netnstest.New(t), netnstest.New(t)}
+	var addrs []net.IP
+	for i, v := range []string{"0.4.0", "1.0.0"} {
+		n.writeConf(v)
+		out, err := n.cnitool("add", nsPath(pods[i]), "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(out), &raw); err != nil || raw["cniVersion"] != v {
+			t.Fatalf("%s result: %v %s", v, err, out)
+		}
+		res := &current.Result{}
+		_ = json.Unmarshal([]byte(out), res)
+		if len(res.Interfaces) != 1 || res.Interfaces[0].Mac == "" {
+			t.Errorf("%s: a TAP interface without its MAC: %s", v, out)
+		}
+		addrs = append(addrs, ipOf(t, res, true))
+		n.mustRun("check", pods[i], "eth0")
+	}
+	ping(t, pods[0], addrs[1])
+	ping(t, pods[1], addrs[0])
+	for _, p := range pods {
+		n.mustRun("del", p, "eth0")
+	}
+	n.wantEmpty()
+}
+
+// cniError is a plugin's error as the spec writes it on stdout.
+type cniError struct {
+	CNIVersion string `json:"cniVersion"`
+	Code       uint   `json:"code"`
+	Msg        string `json:"msg"`
+	Details    string `json:"details"`
+}
+
+// plugin runs softnet-cni as a runtime does, with exactly env.
+func (n *node) plugin(env map[string]string, stdin []byte) (string, *cniError) {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, filepath.Join(n.bin, "softnet-cni"))
+	c.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		c.Env = append(c.Env, k+"="+v)
+	}
+	c.Stdin = bytes.NewReader(stdin)
+	var out bytes.Buffer
+	c.Stdout = &out
+	err := c.Run()
+	var exit *exec.ExitError
+	if err == nil {
+		return out.String(), nil
+	} else if !errors.As(err, &exit) {
+		n.t.Fatal(err)
+	}
+	e := &cniError{}
+	if jerr := json.Unmarshal(out.Bytes(), e); jerr != nil || e.Msg == "" {
+		n.t.Fatalf("exit %v with stdout %q: not a CNI error", err, out.String())
+	}
+	return out.String(), e
+}
+
+func (n *node) env(cmd string, ns *netnstest.NS, ifname string) map[string]string {
+	env := map[string]string{"CNI_COMMAND": cmd, "CNI_CONTAINERID": "ctr", "CNI_IFNAME": ifname, "CNI_PATH": n.bin}
+	if ns != nil {
+		env["CNI_CONTAINERID"], env["CNI_NETNS"] = "ctr-"+ns.Name, nsPath(ns)
+	}
+	return env
+}
+
+// Each bad input is a CNI error with the spec's code and a message that
+// says what to fix, and a failed ADD leaves no port, device or lease.
+func TestBadInput(t *testing.T) {
+	n := newNode(t, "tun", "198.18.6.0/30")
+	pod := netnstest.New(t)
+	good := n.stdin("1.1.0", nil)
+	with := func(k string, v any) []byte { return n.stdin("1.1.0", map[string]any{k: v}) }
+	without := func(k string) []byte {
+		var c map[string]any
+		_ = json.Unmarshal(good, &c)
+		delete(c, k)
+		b, _ := json.Marshal(c)
+		return b
+	}
+	env := func(cmd string, change map[string]string) map[string]string {
+		e := n.env(cmd, pod, "eth0")
+		for k, v := range change {
+			if v == "" {
+				delete(e, k)
+			} else {
+				e[k] = v
+			}
+		}
+		return e
+	}
+	notNS := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notNS, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stopped := filepath.Join(t.TempDir(), "none.sock")
+	for _, c := range []struct {
+		name  string
+		env   map[string]string
+		stdin []byte
+		code  uint
+		says  string
+	}{
+		{"malformed JSON", env("ADD", nil), []byte(`{"cniVersion": "1.1.0", "name": `), types.ErrDecodingFailure, "unmarshal"},
+		{"unknown CNI_COMMAND", env("JUMP", nil), good, types.ErrInvalidEnvironmentVariables, "JUMP"},
+		{"no CNI_NETNS", env("ADD", map[string]string{"CNI_NETNS": ""}), good, types.ErrInvalidEnvironmentVariables, "CNI_NETNS"},
+		{"no CNI_CONTAINERID", env("ADD", map[string]string{"CNI_CONTAINERID": ""}), good, types.ErrInvalidEnvironmentVariables, "CNI_CONTAINERID"},
+		{"no CNI_IFNAME", env("DEL", map[string]string{"CNI_IFNAME": ""}), good, types.ErrInvalidEnvironmentVariables, "CNI_IFNAME"},
+		{"no CNI_PATH", env("ADD", map[string]string{"CNI_PATH": ""}), good, types.ErrInvalidEnvironmentVariables, "CNI_PATH"},
+		{"netns missing", env("ADD", map[string]string{"CNI_NETNS": "/var/run/netns/softnet-no-such-ns"}), good, types.ErrInvalidEnvironmentVariables, "CNI_NETNS=/var/run/netns/softnet-no-such-ns"},
+		{"netns a file", env("ADD", map[string]string{"CNI_NETNS": notNS}), good, types.ErrInvalidEnvironmentVariables, "not a network namespace"},
+		{"netns of another kind", env("ADD", map[string]string{"CNI_NETNS": "/proc/self/ns/mnt"}), good, types.ErrInvalidEnvironmentVariables, "not a network namespace"},
+		{"netns relative", env("ADD", map[string]string{"CNI_NETNS": "netns/x"}), good, types.ErrInvalidEnvironmentVariables, "absolute path"},
+		{"ifname too long", env("ADD", map[string]string{"CNI_IFNAME": "a-name-too-long-for-linux"}), good, types.ErrInvalidEnvironmentVariables, "too long"},
+		{"ifname used", env("ADD", map[string]string{"CNI_IFNAME": "lo"}), good, types.ErrInvalidEnvironmentVariables, "already has an interface"},
+		{"incompatible version", env("ADD", nil), n.stdin("9.9.9", nil), types.ErrIncompatibleCNIVersion, "incompatible"},
+		{"GC before 1.1.0", env("GC", nil), n.stdin("1.0.0", nil), types.ErrIncompatibleCNIVersion, "GC"},
+		{"no name", env("ADD", nil), without("name"), types.ErrInvalidNetworkConfig, "name"},
+		{"bad mode", env("ADD", nil), with("mode", "vxlan"), types.ErrInvalidNetworkConfig, `"mode"`},
+		{"bad mtu", env("ADD", nil), with("mtu", 20), types.ErrInvalidNetworkConfig, `"mtu"`},
+		{"relative socket", env("ADD", nil), with("socket", "softnet.sock"), types.ErrInvalidNetworkConfig, `"socket"`},
+		{"no ipam", env("ADD", nil), without("ipam"), types.ErrInvalidNetworkConfig, `"ipam"`},
+		{"ipam missing", env("ADD", nil), with("ipam", map[string]any{"type": "softnet-no-such-ipam"}), types.ErrInvalidNetworkConfig, "not in CNI_PATH"},
+		{"ipam missing, DEL", env("DEL", nil), with("ipam", map[string]any{"type": "softnet-no-such-ipam"}), types.ErrInvalidNetworkConfig, "not in CNI_PATH"},
+		{"ipam fails", env("ADD", nil), with("ipam", map[string]any{"type": "host-local", "dataDir": n.ipamDir, "ranges": [][]any{{map[string]any{"subnet": "not-a-subnet"}}}}), 0, "IPAM plugin host-local ADD"},
+		{"mode the switch does not run", env("ADD", map[string]string{"CNI_IFNAME": "eth5"}), with("mode", "tap"), types.ErrInvalidNetworkConfig, `set "mode"`},
+		{"switch not running, ADD", env("ADD", nil), with("socket", stopped), types.ErrTryAgainLater, "no softnet switch is running on " + stopped},
+		{"switch not running, STATUS", env("STATUS", nil), with("socket", stopped), types.ErrPluginNotAvailable, "start `softnet switch --control " + stopped},
+		{"CHECK without prevResult", env("CHECK", nil), good, types.ErrInvalidNetworkConfig, "prevResult"},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			undo := func() {}
+			if c.name == "mode the switch does not run" {
+				// A TUN port first: then the switch takes no TAP port.
+				other := netnstest.New(t)
+				if out, e := n.plugin(n.env("ADD", other, "eth0"), good); e != nil {
+					t.Fatalf("%s %v", out, e)
+				}
+				undo = func() {
+					if out, e := n.plugin(n.env("DEL", other, "eth0"), good); e != nil {
+						t.Errorf("DEL: %s", out)
+					}
+				}
+			}
+			out, e := n.plugin(c.env, c.stdin)
+			undo()
+			switch {
+			case e == nil:
+				t.Fatalf("succeeded: %s", out)
+			case c.code != 0 && e.Code != c.code, !strings.Contains(e.Msg+" "+e.Details, c.says):
+				t.Fatalf("got %s; want code %d saying %q", out, c.code, c.says)
+			}
+			t.Logf("code %d: %s %s", e.Code, e.Msg, e.Details)
+			if c.env["CNI_COMMAND"] == "ADD" && c.env["CNI_IFNAME"] == "eth0" {
+				if hasLink(t, pod, "eth0") {
+					t.Error("a failed ADD left eth0")
+				}
+			}
+			n.wantEmpty()
+		})
+	}
+
+	// An ADD whose IPAM runs out of addresses half-way (after the port
+	// was added) leaves nothing; the /30 has one address after the
+	// gateway.
+	first := netnstest.New(t)
+	if out, e := n.plugin(n.env("ADD", first, "eth0"), good); e != nil {
+		t.Fatalf("%s %v", out, e)
+	}
+	out, e := n.plugin(n.env("ADD", pod, "eth0"), good)
+	if e == nil || !strings.Contains(e.Msg, "IPAM plugin host-local ADD") {
+		t.Fatalf("ADD with the range exhausted: %s", out)
+	}
+	if hasLink(t, pod, "eth0") {
+		t.Error("a failed ADD left eth0")
+	}
+	if ports, _, leases := n.state(); len(ports) != 1 || len(leases) != 1 {
+		t.Errorf("after a failed ADD: ports %v leases %v; want only the first pod's", ports, leases)
+	}
+	if out, e := n.plugin(n.env("DEL", first, "eth0"), good); e != nil {
+		t.Fatalf("%s %v", out, e)
+	}
+
+	// DEL succeeds with the namespace gone, without a switch, and when
+	// the switch never heard of the container.
+	for _, env := range []map[string]string{
+		env("DEL", map[string]string{"CNI_NETNS": "/var/run/netns/softnet-no-such-ns"}),
+		env("DEL", map[string]string{"CNI_NETNS": ""}),
+		env("DEL", map[string]string{"CNI_CONTAINERID": "never-added"}),
+	} {
+		if out, e := n.plugin(env, good); e != nil {
+			t.Errorf("DEL %v: %s", env, out)
+		}
+	}
+	if out, e := n.plugin(env("DEL", nil), with("socket", stopped)); e != nil {
+		t.Errorf("DEL without a switch: %s", out)
+	}
+
+	out, e = n.plugin(map[string]string{"CNI_COMMAND": "VERSION"}, []byte(`{"cniVersion": "1.1.0"}`))
+	var ver struct {
+		Supported []string `json:"supportedVersions"`
+	}
+	if e != nil || json.Unmarshal([]byte(out), &ver) != nil || !slices.Equal(ver.Supported, []string{"0.4.0", "1.0.0", "1.1.0"}) {
+		t.Errorf("VERSION: %s", out)
+	}
+	n.wantEmpty()
+}
+
+// A hundred ADD/DEL cycles leave no port, route, lease, device or
+// result cache behind, and the switch's buffers all come home.
+func TestAddDelCycles(t *testing.T) {
+	n := newNode(t, "tun", "198.18.7.0/24", "2001:db8:7::/64")
+	pod := netnstest.New(t)
+	for i := range 100 {
+		n.add(pod, "eth0")
+		if i%25 == 0 {
+			n.mustRun("check", pod, "eth0")
+		}
+		n.mustRun("del", pod, "eth0")
+		if hasLink(t, pod, "eth0") {
+			t.Fatalf("cycle %d: DEL left eth0", i)
+		}
+	}
+	n.wantEmpty()
+	if left, _ := filepath.Glob(filepath.Join(libcni.CacheDir, "results", n.network+"-*")); len(left) != 0 {
+		t.Errorf("cnitool's cache holds %v", left)
+	}
+	n.stop()
+}
+
+// A node filled to 110 pods, Kubernetes' default maximum, with ADDs
+// run 10 at a time as a kubelet runs them: every pod reaches every
+// other; then drained the same way, leaving nothing. The time per ADD
+// and DEL (cnitool's, with host-local) is logged.
+func TestNodeOf110Pods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("110 namespaces: not with -short")
+	}
+	const pods, parallel = 110, 10
+	n := newNode(t, "tun", "198.18.8.0/24")
+	if *compare {
+		n.startProcess()
+	}
+	ns := make([]*netnstest.NS, pods)
+	for i := range ns {
+		ns[i] = netnstest.New(t)
+	}
+	addrs := make([]net.IP, pods)
+	addTimes := inParallel(t, pods, parallel, func(i int) error {
+		out, err := n.cnitool("add", nsPath(ns[i]), "eth0")
+		if err != nil {
+			return err
+		}
+		res := &current.Result{}
+		if err := json.Unmarshal([]byte(out), res); err != nil || len(res.IPs) != 1 {
+			return fmt.Errorf("ADD result %q: %v", out, err)
+		}
+		addrs[i] = res.IPs[0].Address.IP
+		return nil
+	})
+	if ports, _, leases := n.state(); len(ports) != pods || len(leases) != pods {
+		t.Fatalf("%d ports and %d leases for %d pods", len(ports), len(leases), pods)
+	}
+	reach(t, ns, addrs, func(from, to int) bool { return true })
+	var rss, peak int
+	if *compare {
+		rss, peak = n.memory()
+	}
+	delTimes := inParallel(t, pods, parallel, func(i int) error {
+		_, err := n.cnitool("del", nsPath(ns[i]), "eth0")
+		return err
+	})
+	n.wantEmpty()
+	t.Logf("softnet-cni: %d pods, %d at a time: ADD p50 %v p99 %v; DEL p50 %v p99 %v", pods, parallel,
+		percentile(addTimes, 50), percentile(addTimes, 99), percentile(delTimes, 50), percentile(delTimes, 99))
+	n.stop()
+	if *compare {
+		t.Logf("softnet switch at %d pods: RSS %d KiB, peak %d KiB", pods, rss, peak)
+		bridgeReference(t, n, ns, parallel)
+	}
+}
+
+// bridgeReference times the reference bridge plugin on the same pods:
+// veth pairs on a kernel bridge in a node namespace of the test's, where
+// cnitool runs, so that the bridge is not the test host's.
+func bridgeReference(t *testing.T, n *node, ns []*netnstest.NS, parallel int) {
+	node := netnstest.New(t)
+	network := n.network + "-bridge"
+	conf := map[string]any{"cniVersion": "1.1.0", "name": network, "plugins": []any{map[string]any{
+		"type": "bridge", "bridge": "sncni0", "isGateway": true, "mtu": 1400,
+		"ipam": map[string]any{"type": "host-local", "dataDir": n.ipamDir, "ranges": []any{[]any{map[string]any{"subnet": "198.18.9.0/24"}}}},
+	}}}
+	b, _ := json.Marshal(conf)
+	if err := os.WriteFile(filepath.Join(n.netDir, "bridge.conflist"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]net.IP, len(ns))
+	addTimes := inParallel(t, len(ns), parallel, func(i int) error {
+		out, err := n.cnitoolIn(node, network, "add", nsPath(ns[i]), "eth0")
+		if err != nil {
+			return err
+		}
+		res := &current.Result{}
+		if err := json.Unmarshal([]byte(out), res); err != nil || len(res.IPs) != 1 {
+			return fmt.Errorf("ADD result %q: %v", out, err)
+		}
+		addrs[i] = res.IPs[0].Address.IP
+		return nil
+	})
+	// Not every pair: the kernel's neighbour table is one for all
+	// namespaces, and 110 pods on one segment would need 11,990 entries,
+	// past its gc_thresh3 (1024 by default). Every pod and pod 0.
+	reach(t, ns, addrs, func(from, to int) bool { return from == 0 || to == 0 })
+	delTimes := inParallel(t, len(ns), parallel, func(i int) error {
+		_, err := n.cnitoolIn(node, network, "del", nsPath(ns[i]), "eth0")
+		return err
+	})
+	t.Logf("bridge: %d pods, %d at a time: ADD p50 %v p99 %v; DEL p50 %v p99 %v", len(ns), parallel,
+		percentile(addTimes, 50), percentile(addTimes, 99), percentile(delTimes, 50), percentile(delTimes, 99))
+}
+
+// inParallel runs f(0..count-1), at most width at a time, and returns
+// how long each took; it fails the test on the first error.
+func inParallel(t *testing.T, count, width int, f func(i int) error) []time.Duration {
+	t.Helper()
+	took := make([]time.Duration, count)
+	errs := make([]error, count)
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	for i := range count {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			start := time.Now()
+			errs[i] = f(i)
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return took
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)].Round(100 * time.Microsecond)
+}
+
+// reach checks that every pod reaches every other for which want
+// holds: each sends a UDP datagram to those pods' addresses, and each
+// records whom it heard from. Datagrams lost on the way (on a bridge, while ARP resolves 110
+// neighbours at once) are sent again, in at most 10 rounds a second
+// apart.
+func reach(t *testing.T, ns []*netnstest.NS, addrs []net.IP, want func(from, to int) bool) {
+	t.Helper()
+	const port = 7777
+	conns := make([]*net.UDPConn, len(ns))
+	for i := range ns {
+		if err := ns[i].Do(func() (err error) {
+			conns[i], err = net.ListenUDP("udp", &net.UDPAddr{IP: addrs[i], Port: port})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer conns[i].Close()
+	}
+	var mu sync.Mutex
+	heard := make([][]bool, len(ns)) // heard[to][from]
+	var wg sync.WaitGroup
+	for to, c := range conns {
+		heard[to] = make([]bool, len(ns))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 16)
+			for {
+				m, err := c.Read(buf)
+				if err != nil {
+					return // closed
+				}
+				var from int
+				if _, err := fmt.Sscan(string(buf[:m]), &from); err == nil && from >= 0 && from < len(ns) {
+					mu.Lock()
+					heard[to][from] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	rounds := 0
+	for round := range 10 {
+		rounds++
+		missing := 0
+		for from, c := range conns {
+			for to := range conns {
+				mu.Lock()
+				done := to == from || !want(from, to) || heard[to][from]
+				mu.Unlock()
+				if !done {
+					missing++
+					if _, err := c.WriteToUDP([]byte(fmt.Sprint(from)), &net.UDPAddr{IP: addrs[to], Port: port}); err != nil {
+						t.Fatalf("round %d: pod %d to %d: %v", round, from, to, err)
+					}
+				}
+			}
+			time.Sleep(time.Millisecond) // a pod's burst at a time: bounded rate
+		}
+		if missing == 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	wg.Wait()
+	var unheard []string
+	pairs := 0
+	for to := range heard {
+		for from, ok := range heard[to] {
+			if from != to && want(from, to) {
+				pairs++
+				if !ok {
+					unheard = append(unheard, fmt.Sprintf("%d→%d", from, to))
+				}
+			}
+		}
+	}
+	if len(unheard) > 0 {
+		t.Fatalf("%d of %d pairs never reached in %d rounds: %v", len(unheard), pairs, rounds, unheard[:min(len(unheard), 20)])
+	}
+	t.Logf("all %d pairs reached, in %d rounds", pairs, rounds-1)
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"softnet.dev/tun"
+)
+
+// Defaults of the network configuration.
+const (
+	defaultSocket = "/run/softnet/softnet.sock"
+	defaultMode   = "tun"
+	defaultMTU    = 1500
+)
+
+// netConf is the network configuration on stdin.
+type netConf struct {
+	types.PluginConf
+	Socket string `json:"socket"` // the switch's control socket
+	Mode   string `json:"mode"`   // tun (routed) or tap (bridged): the kind of the switch's ports
+	MTU    int    `json:"mtu"`
+}
+
+// parseConf decodes and checks stdin; its errors are CNI errors. A
+// prevResult, if any, is parsed into PrevResult.
+func parseConf(stdin []byte) (*netConf, error) {
+	conf := &netConf{}
+	if err := json.Unmarshal(stdin, conf); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "network configuration on stdin is not valid JSON", err.Error())
+	}
+	if conf.Socket == "" {
+		conf.Socket = defaultSocket
+	}
+	if conf.Mode == "" {
+		conf.Mode = defaultMode
+	}
+	if conf.MTU == 0 {
+		conf.MTU = defaultMTU
+	}
+	switch {
+	case conf.Mode != "tun" && conf.Mode != "tap":
+		return nil, invalidConf(fmt.Sprintf(`"mode": %q: want "tun" (routed) or "tap" (bridged), as the switch's ports are`, conf.Mode))
+	case conf.MTU < tun.MinMTU || conf.MTU > tun.MaxMTU:
+		return nil, invalidConf(fmt.Sprintf(`"mtu": %d: want %d to %d`, conf.MTU, tun.MinMTU, tun.MaxMTU))
+	case !strings.HasPrefix(conf.Socket, "/"):
+		return nil, invalidConf(fmt.Sprintf(`"socket": %q: want the absolute path of the switch's control socket (softnet switch --control)`, conf.Socket))
+	case conf.IPAM.Type == "":
+		return nil, invalidConf(`no "ipam": softnet-cni takes its addresses from an IPAM plugin; add e.g. "ipam": {"type": "host-local", "ranges": [[{"subnet": "198.18.1.0/24"}]]}`)
+	}
+	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "prevResult cannot be parsed", err.Error())
+	}
+	return conf, nil
+}
+
+func invalidConf(msg string) *types.Error {
+	return types.NewError(types.ErrInvalidNetworkConfig, "invalid network configuration: "+msg, "")
+}
+
+// Port names. The switch names ports uniquely, with at most
+// tun.MaxNameLen bytes, and keeps nothing else about who asked for one;
+// an attachment's port name is therefore derived from what identifies
+// the attachment: "cn", 4 characters from the network's name and 9 from
+// the network, CNI_CONTAINERID and CNI_IFNAME (hashed, lower-case
+// base32). DEL finds the port from its arguments alone, and GC
+// recognizes the network's ports by their first 6 characters and the
+// live ones by the rest.
+const (
+	portPrefix   = "cn"
+	networkChars = 4  // 20 bits: networks sharing a switch
+	attachChars  = 9  // 45 bits: attachments of a network
+	portNameLen  = 15 // = tun.MaxNameLen
+)
+
+var base32Lower = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+func hashChars(n int, parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return base32Lower.EncodeToString(sum[:])[:n]
+}
+
+// networkPrefix is the prefix of every port of the network.
+func networkPrefix(network string) string {
+	return portPrefix + hashChars(networkChars, network)
+}
+
+// portName is the name of the attachment's port on the switch.
+func portName(network, containerID, ifname string) string {
+	return networkPrefix(network) + hashChars(attachChars, network, containerID, ifname)
+}
+
+// isNetworkPort says whether name has the shape of a port of network.
+func isNetworkPort(network, name string) bool {
+	rest, ok := strings.CutPrefix(name, networkPrefix(network))
+	if !ok || len(name) != portNameLen {
+		return false
+	}
+	for _, r := range rest {
+		if !(r >= 'a' && r <= 'z' || r >= '2' && r <= '7') {
+			return false
+		}
+	}
+	return true
+}
