@@ -183,6 +183,11 @@ func (p *Port) offered() uint64 {
 	if p.cfg.Offload {
 		f |= offloadFeatures
 	}
+	if p.cfg.Queues > 1 {
+		// QEMU's virtio-net device offers MQ itself; DPDK's
+		// virtio-user takes it from the back-end.
+		f |= featMQ
+	}
 	return f
 }
 
@@ -335,7 +340,7 @@ func (p *Port) ringState(v *vring, m message) ([]byte, error) {
 // ring returns the ring a request names.
 func (p *Port) ring(i uint32, req uint32) (*vring, error) {
 	if int(i) >= len(p.rings) {
-		return nil, fmt.Errorf("%s: ring %d, the port has %d", requestName(req), i, len(p.rings))
+		return nil, fmt.Errorf("%s: ring %d, but the port has %d rings (queues=%d)", requestName(req), i, len(p.rings), p.cfg.Queues)
 	}
 	return p.rings[i], nil
 }
@@ -381,6 +386,7 @@ func (p *Port) refresh(v *vring) {
 	// guest is filled when packets come, so it never needs kicks.
 	r.setNoNotify(true)
 	v.run = r
+	p.running.Add(1)
 }
 
 // stopRing stops v, keeping where it stopped as its base, with v.mu
@@ -389,6 +395,7 @@ func (p *Port) stopRing(v *vring) {
 	if v.run != nil {
 		v.base = v.run.lastAvail
 		v.run = nil
+		p.running.Add(-1)
 	}
 }
 

@@ -67,6 +67,7 @@ const (
 	featHostTSO4      = 1 << 11 // VIRTIO_NET_F_HOST_TSO4
 	featHostTSO6      = 1 << 12 // VIRTIO_NET_F_HOST_TSO6
 	featMrgRxbuf      = 1 << 15 // VIRTIO_NET_F_MRG_RXBUF
+	featMQ            = 1 << 22 // VIRTIO_NET_F_MQ
 	featProtocol      = 1 << 30 // VHOST_USER_F_PROTOCOL_FEATURES
 	featVersion1      = 1 << 32 // VIRTIO_F_VERSION_1
 	protoMQ           = 1 << 0  // VHOST_USER_PROTOCOL_F_MQ

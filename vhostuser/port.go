@@ -42,6 +42,7 @@ type Port struct {
 	connected atomic.Bool
 	connects  atomic.Uint64
 	refused   atomic.Uint64 // messages refused
+	running   atomic.Int32  // rings running
 }
 
 var _ port.Port = (*Port)(nil)
@@ -170,6 +171,9 @@ type Stats struct {
 	Connects  uint64 `json:"connects"`
 	Refused   uint64 `json:"refused"`
 	Connected bool   `json:"connected"`
+	// RunningRings counts the virtqueues running now: two per queue
+	// pair the front-end started.
+	RunningRings int `json:"running_rings"`
 }
 
 // Stats sums the queues' published counters.
@@ -187,6 +191,7 @@ func (p *Port) Stats() Stats {
 		BadChains: sum[cBadChains], BrokenRings: sum[cBrokenRings],
 		Calls: sum[cCalls], Segmented: sum[cSegmented],
 		Connects: p.connects.Load(), Refused: p.refused.Load(), Connected: p.connected.Load(),
+		RunningRings: int(p.running.Load()),
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])

@@ -89,8 +89,8 @@ func TestGuestToPortAndBack(t *testing.T) {
 	if s.RxPackets != 3 || s.TxPackets != 2 || s.TxDrops[drop.FullRing] != 1 {
 		t.Errorf("stats %+v: want 3 received, 2 sent, 1 FULL_RING", s)
 	}
-	if !s.Connected || s.Connects != 1 {
-		t.Errorf("stats: connected %v after %d connects, want true after 1", s.Connected, s.Connects)
+	if !s.Connected || s.Connects != 1 || s.RunningRings != 2 {
+		t.Errorf("stats: connected %v after %d connects, %d rings running; want true after 1, 2 rings", s.Connected, s.Connects, s.RunningRings)
 	}
 }
 
@@ -462,6 +462,9 @@ func TestReconnect(t *testing.T) {
 		c.ConsumeBulk(got)
 		f.conn.Close()
 		waitDisconnected(t, p)
+		if n := p.Stats().RunningRings; n != 0 {
+			t.Errorf("%d rings running without a front-end", n)
+		}
 		before := p.Stats().TxDrops[drop.DevReady]
 		if n, _ := p.TxQueue(0).Transmit(c, []*buffer.Buf{bufWith(t, c, testFrame(64, 1))}); n != 0 {
 			t.Fatal("sent to a guest that is gone")

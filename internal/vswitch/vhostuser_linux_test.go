@@ -65,15 +65,22 @@ func (s *syncBuffer) String() string {
 // its files there and its runtime directory are removed afterwards.
 func startTestpmd(t *testing.T, mode string, sockets ...string) *testpmd {
 	t.Helper()
+	return startTestpmdQueues(t, mode, 1, sockets...)
+}
+
+// startTestpmdQueues is startTestpmd with queues queue pairs per port.
+func startTestpmdQueues(t *testing.T, mode string, queues int, sockets ...string) *testpmd {
+	t.Helper()
 	netnstest.RequireTools(t, "dpdk-testpmd")
 	huge := hugepages(t, testpmdMemMiB)
 	p := &testpmd{huge: huge, out: &syncBuffer{}, prefix: fmt.Sprintf("softnet-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9), done: make(chan struct{})}
 	args := []string{"-l", "0,1", "--no-pci", "--single-file-segments", "--file-prefix=" + p.prefix,
 		"--huge-dir=" + huge, "-m", strconv.Itoa(testpmdMemMiB)}
 	for i, s := range sockets {
-		args = append(args, fmt.Sprintf("--vdev=net_virtio_user%d,path=%s,queues=1,queue_size=256,mac=02:dd:00:00:00:%02x", i, s, i+1))
+		args = append(args, fmt.Sprintf("--vdev=net_virtio_user%d,path=%s,queues=%d,queue_size=256,mac=02:dd:00:00:00:%02x", i, s, queues, i+1))
 	}
-	args = append(args, "--", "--forward-mode="+mode, "--auto-start", "--nb-cores=1", "--rxq=1", "--txq=1", "--total-num-mbufs=8192")
+	q := strconv.Itoa(queues)
+	args = append(args, "--", "--forward-mode="+mode, "--auto-start", "--nb-cores=1", "--rxq="+q, "--txq="+q, "--total-num-mbufs=8192")
 	p.cmd = exec.Command("dpdk-testpmd", args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	var err error
@@ -194,7 +201,14 @@ func vhostPort(t *testing.T, sw *Switch, name string) PortView {
 // (address addr/24) with a vhost-user port listening on sock.
 func vhostSwitch(t *testing.T, g *guest, name, sock, addr string) (*Switch, func() *Report) {
 	t.Helper()
-	cfg := Config{Workers: 1}
+	return vhostSwitchWorkers(t, g, name, sock, addr, 1)
+}
+
+// vhostSwitchWorkers is vhostSwitch with workers workers, and as many
+// queues on each port.
+func vhostSwitchWorkers(t *testing.T, g *guest, name, sock, addr string, workers int) (*Switch, func() *Report) {
+	t.Helper()
+	cfg := Config{Workers: workers}
 	for _, spec := range []string{"tap:" + g.dev + ",netns=" + g.ns.Name, "vhost-user:" + name + ",socket=" + sock} {
 		p, err := ParsePort(spec)
 		if err != nil {
@@ -202,11 +216,16 @@ func vhostSwitch(t *testing.T, g *guest, name, sock, addr string) (*Switch, func
 		}
 		cfg.Ports = append(cfg.Ports, p)
 	}
-	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	logs := &syncBuffer{}
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runSwitch(t, sw, nil)
+	stop := runSwitch(t, sw, func() {
+		if t.Failed() {
+			t.Logf("switch %s's log:\n%s", name, logs.String())
+		}
+	})
 	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(addr+"/24"))
 	return sw, stop
 }
@@ -251,7 +270,7 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 		waitPing(t, g, "198.18.23.2", pmd, vp)
 		pingTen(t, g, "198.18.23.2")
 		s := vp.VhostUser.Stats()
-		if s.RxPackets < 10*uint64(run+1) || s.TxPackets < 10*uint64(run+1) || s.BadChains != 0 || s.Connects != uint64(run+1) {
+		if s.RxPackets < 10*uint64(run+1) || s.TxPackets < 10*uint64(run+1) || s.BadChains != 0 || s.Connects != uint64(run+1) || s.RunningRings != 2 {
 			t.Errorf("run %d: vhost-user port stats %+v: want at least 10 packets each way per run, no bad chains, one connect per run", run, s)
 		}
 		pmd.stop(t)
@@ -291,5 +310,25 @@ func TestVhostUserTestpmdWire(t *testing.T) {
 			t.Errorf("port %s: %+v", vp.Spec.Name, s)
 		}
 	}
+	pmd.stop(t)
+}
+
+// TestVhostUserTestpmdMultiQueue: a switch of two workers and a
+// vhost-user port of two queue pairs (multiqueue negotiated), testpmd's
+// virtio-user starting both: ARP and pings are answered, and a flood of
+// pings from many sources, spread over the TAP device's queues and so
+// over both workers, is answered on both pairs.
+func TestVhostUserTestpmdMultiQueue(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "dpdk-testpmd")
+	g := newGuests(t, 1)[0]
+	sock := filepath.Join(t.TempDir(), "vu1.sock")
+	sw, _ := vhostSwitchWorkers(t, g, "vu1", sock, "198.18.25.1", 2)
+	vp := vhostPort(t, sw, "vu1")
+	pmd := startTestpmdQueues(t, "icmpecho", 2, sock)
+	waitPing(t, g, "198.18.25.2", pmd, vp)
+	if n := vp.VhostUser.Stats().RunningRings; n != 4 {
+		t.Fatalf("%d rings running, want 4 (two queue pairs)", n)
+	}
+	pingTen(t, g, "198.18.25.2")
 	pmd.stop(t)
 }
