@@ -15,7 +15,10 @@ import (
 
 // Two guests on two ports of an engine whose program sends what one
 // port receives out of the other: the worker polls the rings, sleeps
-// when they are idle and wakes for a guest's kick.
+// when they are idle and wakes for a guest's kick. A third, hostile,
+// guest sends descriptor chains that loop, point outside its memory or
+// past its ring, then corrupts its ring's index: each is a counted drop,
+// the engine lives and the other two keep exchanging packets.
 func TestEngineBetweenGuests(t *testing.T) {
 	pool, err := buffer.NewPool(buffer.Config{})
 	if err != nil {
@@ -23,8 +26,8 @@ func TestEngineBetweenGuests(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var ports []*Port
-	for _, name := range []string{"a", "b"} {
-		p, err := Listen(Config{Name: name, Socket: filepath.Join(dir, name+".sock")})
+	for _, name := range []string{"a", "b", "h"} {
+		p, err := Listen(Config{Name: name, Socket: filepath.Join(dir, name+".sock"), Log: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,10 +35,10 @@ func TestEngineBetweenGuests(t *testing.T) {
 	}
 	cross := program.Func{ProgramName: "cross", F: func(b *program.Batch) {
 		for i := range b.Bufs {
-			b.Verdicts[i] = program.RedirectVerdict(1 - b.Ingress)
+			b.Verdicts[i] = program.RedirectVerdict(1 - min(b.Ingress, 1))
 		}
 	}}
-	eng, err := engine.New(engine.Config{Pool: pool, Programs: []program.Program{cross}}, ports[0], ports[1])
+	eng, err := engine.New(engine.Config{Pool: pool, Programs: []program.Program{cross}}, ports[0], ports[1], ports[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +54,13 @@ func TestEngineBetweenGuests(t *testing.T) {
 			t.Errorf("leak check: %v", err)
 		}
 	})
-	a, b := newTestFrontend(t, ports[0].Socket()), newTestFrontend(t, ports[1].Socket())
+	a, b, h := newTestFrontend(t, ports[0].Socket()), newTestFrontend(t, ports[1].Socket()), newTestFrontend(t, ports[2].Socket())
 	a.setup(featVersion1 | featMrgRxbuf)
 	b.setup(featVersion1 | featMrgRxbuf)
+	h.setup(featVersion1 | featMrgRxbuf)
 	waitRunning(t, ports[0], 1)
 	waitRunning(t, ports[1], 0)
+	waitRunning(t, ports[2], 1)
 	b.postRx(0, 128, bufSize)
 
 	// send transmits frames from a and kicks, as a driver does, only if
@@ -85,8 +90,42 @@ func TestEngineBetweenGuests(t *testing.T) {
 			t.Fatalf("guest b received %d frames, want %d; port a %+v, port b %+v", len(got), n, ports[0].Stats(), ports[1].Stats())
 		}
 	}
-	send(0, 50)
+	// The hostile guest, between a's packets.
+	hostile := func() {
+		hb := guestBase + uint64(h.bufOff(1, 0))
+		h.setDesc(1, 0, hb, 40, descNext, 1)
+		h.setDesc(1, 1, hb, 40, descNext, 0) // a loop
+		h.setDesc(1, 2, guestBase+memSize-4, 64, 0, 0)
+		h.offer(1, 0)
+		h.offer(1, 2)
+		h.offer(1, testNum+5)
+		signalFD(h.kick[1])
+	}
+	send(0, 25)
+	hostile()
+	send(25, 25)
 	collect(50)
+	deadline := time.Now().Add(10 * time.Second)
+	for ports[2].Stats().BadChains < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := ports[2].Stats(); s.BadChains != 3 || s.RxDrops.Total() != 3 || s.RxPackets != 0 {
+		t.Errorf("hostile guest's port: %+v; want 3 bad chains, each a drop", s)
+	}
+	// A runaway available index: the ring is given up, the port stays.
+	h.setAvailIdx(1, h.availIdx[1]+testNum+1)
+	signalFD(h.kick[1])
+	for ports[2].Stats().BrokenRings == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := ports[2].Stats(); s.BrokenRings != 1 {
+		t.Errorf("hostile guest's port: %d rings given up, want 1", s.BrokenRings)
+	}
+	for i := range ports {
+		if err := eng.Err(i); err != nil {
+			t.Errorf("port %d failed: %v", i, err)
+		}
+	}
 	// Idle long enough for the worker to sleep; a kick wakes it.
 	time.Sleep(100 * time.Millisecond)
 	if eng.Stats().Workers[0].Sleeps == 0 {

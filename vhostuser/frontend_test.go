@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"sync/atomic"
@@ -39,6 +40,10 @@ type testFrontend struct {
 // The guest's memory: physical addresses from guestBase, the
 // front-end's own addresses from userBase (different, so that a mix-up
 // of the two fails).
+// quiet is the tests' ports' logger: what they log is checked through
+// their counters.
+var quiet = slog.New(slog.DiscardHandler)
+
 const (
 	guestBase = 0x4000_0000
 	userBase  = 0x7f12_0000_0000
@@ -316,6 +321,7 @@ func testPort(t *testing.T, cfg Config) (*Port, *buffer.Pool, *buffer.Cache) {
 		cfg.Name = "vu0"
 	}
 	cfg.Socket = filepath.Join(t.TempDir(), "vhost.sock")
+	cfg.Log = quiet
 	p, err := Listen(cfg)
 	if err != nil {
 		t.Fatal(err)

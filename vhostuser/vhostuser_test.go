@@ -479,7 +479,7 @@ func TestReconnect(t *testing.T) {
 // back-end that is gone is replaced.
 func TestListenSocketInUse(t *testing.T) {
 	p, _, _ := testPort(t, Config{})
-	if q, err := Listen(Config{Name: "other", Socket: p.Socket()}); err == nil {
+	if q, err := Listen(Config{Name: "other", Socket: p.Socket(), Log: quiet}); err == nil {
 		q.Close(nil)
 		t.Fatal("a second port listens on a socket in use")
 	}
@@ -492,7 +492,7 @@ func TestListenSocketInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(fd) // bound, never listening: the file stays, stale
-	q, err := Listen(Config{Name: "again", Socket: stale})
+	q, err := Listen(Config{Name: "again", Socket: stale, Log: quiet})
 	if err != nil {
 		t.Fatalf("a stale socket file was not replaced: %v", err)
 	}

@@ -139,7 +139,13 @@ func (r *Report) WriteText(w io.Writer) error {
 // guest sent that its device's queue had no room for never reached
 // softnet, and shows only here.
 func (r *Report) writeKernel(w io.Writer) error {
-	if len(r.Devices) == 0 {
+	kernel := 0
+	for _, d := range r.Devices {
+		if d.VhostUser == nil {
+			kernel++
+		}
+	}
+	if kernel == 0 {
 		return nil
 	}
 	fmt.Fprintln(w, "\ndevices, as the kernel counts them (TX: from the guest toward softnet; TX dropped: the device's queue was full):")
