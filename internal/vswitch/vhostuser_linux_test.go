@@ -332,3 +332,16 @@ func TestVhostUserTestpmdMultiQueue(t *testing.T) {
 	pingTen(t, g, "198.18.25.2")
 	pmd.stop(t)
 }
+
+// Without dpdk-testpmd the tests skip, naming the package to install,
+// and fail instead when CI requires them.
+func TestVhostUserTestpmdNeedsDPDK(t *testing.T) {
+	out, passed := netnstest.RerunWithout(t, "TestVhostUserTestpmdICMPEcho", nil, "dpdk-testpmd")
+	if !passed || !strings.Contains(out, "SKIP") || !strings.Contains(out, "Debian package dpdk-dev") {
+		t.Errorf("without dpdk-testpmd: passed %v\n%s", passed, out)
+	}
+	out, passed = netnstest.RerunWithout(t, "TestVhostUserTestpmdICMPEcho", []string{netnstest.RequireEnv + "=1"}, "dpdk-testpmd")
+	if passed || !strings.Contains(out, "dpdk-dev") {
+		t.Errorf("without dpdk-testpmd, required: passed %v\n%s", passed, out)
+	}
+}
