@@ -13,8 +13,14 @@ type Config struct {
 	Name string // the port's name, for logs and stats
 	// Socket is the path of the Unix socket the port listens on (server
 	// mode: the front-end, QEMU or DPDK's virtio-user, connects). Listen
-	// replaces a stale socket file there and Close removes it.
+	// replaces a stale socket file there and Close removes it. In client
+	// mode it is the front-end's socket.
 	Socket string
+	// Client connects to a socket the front-end listens on (QEMU's
+	// -chardev socket,server=on; virtio-user's server=1) instead, and
+	// connects again each time the front-end goes away and comes back:
+	// the VM, not the switch, outlives the other.
+	Client bool
 	// Queues is the number of queue pairs, 1 by default. More than one
 	// offers multiqueue (VHOST_USER_PROTOCOL_F_MQ).
 	Queues int

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,11 +37,19 @@ type vring struct {
 // 0, 2, ... are virtio-net's receive queues.
 func (v *vring) toGuest() bool { return v.index%2 == 0 }
 
-// serve accepts front-ends one at a time until Close.
+// serve serves front-ends one at a time until Close: in server mode
+// each one the listener accepts, in client mode each connection it
+// makes, retrying while the front-end's socket is not there.
 func (p *Port) serve() {
 	defer p.wg.Done()
 	for {
-		conn, err := p.ln.AcceptUnix()
+		var conn *net.UnixConn
+		var err error
+		if p.cfg.Client {
+			conn, err = p.dial()
+		} else {
+			conn, err = p.ln.AcceptUnix()
+		}
 		if err != nil {
 			if !p.closed.Load() {
 				p.log.Error("vhost-user accept", "err", err)
@@ -70,6 +79,42 @@ func (p *Port) serve() {
 			p.log.Info("vhost-user front-end disconnected")
 		default:
 			p.log.Warn("vhost-user front-end dropped", "err", err)
+		}
+		if p.cfg.Client {
+			// A front-end that hangs up at once must not make this a
+			// busy loop.
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(redialEvery):
+			}
+		}
+	}
+}
+
+// redialEvery is how often a client-mode port tries the front-end's
+// socket while it cannot connect: a VM's QEMU that restarts listens
+// again within seconds.
+const redialEvery = 250 * time.Millisecond
+
+// dial connects to the front-end's socket, trying every redialEvery
+// until it succeeds or the port closes (net.ErrClosed).
+func (p *Port) dial() (*net.UnixConn, error) {
+	addr := &net.UnixAddr{Name: p.cfg.Socket, Net: "unix"}
+	logged := false
+	for {
+		conn, err := net.DialUnix("unix", nil, addr)
+		if err == nil {
+			return conn, nil
+		}
+		if !logged {
+			p.log.Info("vhost-user front-end not there yet; retrying", "err", err)
+			logged = true
+		}
+		select {
+		case <-p.stop:
+			return nil, net.ErrClosed
+		case <-time.After(redialEvery):
 		}
 	}
 }

@@ -9,7 +9,9 @@
 // Listen creates the socket (server mode) and serves one front-end at a
 // time; when it goes away, its rings stop, its memory is unmapped, and the
 // next one may connect, so a VM that reboots or a front-end that restarts
-// finds the port again. The port negotiates VIRTIO_F_VERSION_1,
+// finds the port again. In client mode (Config.Client) the port connects
+// to the front-end's socket instead, and again when the front-end comes
+// back. The port negotiates VIRTIO_F_VERSION_1,
 // VIRTIO_NET_F_MRG_RXBUF, VHOST_USER_F_PROTOCOL_FEATURES with REPLY_ACK
 // (and MQ for Config.Queues > 1), and with Config.Offload the checksum and
 // TCP segmentation offloads, mapped onto package vnet's header code as
@@ -17,8 +19,7 @@
 // checksum or a GSO header is validated (vnet.Check) and marked
 // tun.FlagVnetHdr; a marked packet toward a guest that did not take the
 // offload is segmented or its checksum finished in software. Event
-// indexes, indirect descriptors, packed rings and client mode are not
-// offered.
+// indexes, indirect descriptors and packed rings are not offered.
 //
 // A Port is an L2 port.Port with one queue pair per virtqueue pair: rings
 // 2i (the guest's receive queue) and 2i+1 (its transmit queue). The RX

@@ -88,7 +88,24 @@ func newTestFrontend(t testing.TB, socket string) *testFrontend {
 			t.Cleanup(func() { unix.Close(fd) })
 		}
 	}
-	f.dial(socket)
+	if socket != "" {
+		f.dial(socket)
+	}
+	return f
+}
+
+// newTestFrontendServer is newTestFrontend for a port in client mode: it
+// listens on socket and takes the port's connection.
+func newTestFrontendServer(t testing.TB, ln *net.UnixListener) *testFrontend {
+	t.Helper()
+	f := newTestFrontend(t, "")
+	_ = ln.SetDeadline(time.Now().Add(10 * time.Second))
+	conn, err := ln.AcceptUnix()
+	if err != nil {
+		t.Fatalf("accept the port's connection: %v", err)
+	}
+	f.conn = conn
+	t.Cleanup(func() { conn.Close() })
 	return f
 }
 

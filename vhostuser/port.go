@@ -25,8 +25,9 @@ type Port struct {
 	cfg   Config
 	info  port.Info
 	log   *slog.Logger
-	ln    *net.UnixListener
-	rings []*vring // 2 per queue pair: even toward the guest, odd from it
+	ln    *net.UnixListener // nil in client mode
+	stop  chan struct{}     // closed by Close
+	rings []*vring          // 2 per queue pair: even toward the guest, odd from it
 	rxqs  []*rxQueue
 	txqs  []*txQueue
 	wg    sync.WaitGroup
@@ -49,7 +50,9 @@ var _ port.Port = (*Port)(nil)
 
 // Listen creates the port's socket and serves front-ends on it, one at a
 // time: when one goes away (a VM stops or reboots), the rings stop, the
-// guest's memory is unmapped and the next front-end may connect.
+// guest's memory is unmapped and the next front-end may connect. With
+// Config.Client it connects to the front-end's socket instead, and
+// connects again whenever the front-end goes away.
 func Listen(cfg Config) (*Port, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -77,6 +80,12 @@ func Listen(cfg Config) (*Port, error) {
 		}
 		p.rxqs = append(p.rxqs, rq)
 		p.txqs = append(p.txqs, newTxQueue(p, p.rings[2*i]))
+	}
+	p.stop = make(chan struct{})
+	if cfg.Client {
+		p.wg.Add(1)
+		go p.serve()
+		return p, nil
 	}
 	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		// A socket file that no one listens on was left by a switch
@@ -130,13 +139,18 @@ func (p *Port) Socket() string { return p.cfg.Socket }
 // Connected reports whether a front-end is connected.
 func (p *Port) Connected() bool { return p.connected.Load() }
 
-// Close stops serving, disconnects the front-end and removes the socket.
+// Close stops serving, disconnects the front-end and removes the socket
+// (in server mode).
 // The port holds no buffers between calls, so c is not used.
 func (p *Port) Close(c *buffer.Cache) error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	err := p.ln.Close()
+	close(p.stop)
+	var err error
+	if p.ln != nil {
+		err = p.ln.Close()
+	}
 	p.mu.Lock()
 	if p.conn != nil {
 		p.conn.Close()

@@ -5,6 +5,7 @@ package vhostuser
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -497,4 +498,55 @@ func TestListenSocketInUse(t *testing.T) {
 		t.Fatalf("a stale socket file was not replaced: %v", err)
 	}
 	q.Close(nil)
+}
+
+// A port in client mode connects to the front-end's socket, and again
+// after the front-end went away and came back (a VM's QEMU that
+// restarts).
+func TestClientMode(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "qemu.sock")
+	pool, err := buffer.NewPool(buffer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pool.NewCache(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The front-end is not there yet: the port waits for it.
+	p, err := Listen(Config{Name: "vm", Socket: sock, Client: true, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(c); err != nil {
+			t.Error(err)
+		}
+		c.Close()
+		if err := pool.Close(); err != nil {
+			t.Errorf("leak check: %v", err)
+		}
+	})
+	for round := range 2 {
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newTestFrontendServer(t, ln)
+		f.setup(featVersion1 | featMrgRxbuf)
+		waitRunning(t, p, 1)
+		f.transmit(0, testFrame(64, byte(round)))
+		got := receiveAll(t, p, c, 1)
+		if len(got) != 1 || !bytes.Equal(got[0].Bytes(), testFrame(64, byte(round))) {
+			t.Fatalf("round %d: packet not received", round)
+		}
+		c.ConsumeBulk(got)
+		// The front-end goes away, its socket with it.
+		f.conn.Close()
+		ln.Close()
+		waitDisconnected(t, p)
+	}
+	if s := p.Stats(); s.Connects != 2 {
+		t.Errorf("connects %d, want 2", s.Connects)
+	}
 }

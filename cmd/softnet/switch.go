@@ -54,12 +54,14 @@ configure them with ip(8) once the switch has created the devices.
 
 A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
 [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-[,router=on|off], or vhost-user:NAME,socket=PATH with queues, offload and
-the port security options:
+[,router=on|off], or vhost-user:NAME,socket=PATH[,mode=server|client] with
+queues, offload and the port security options:
   kind      tun or tap, or vhost-user: a VM's virtio-net device, bridged
             like a tap port, whose front-end (QEMU's -netdev vhost-user,
             DPDK's virtio-user) connects to the socket the switch listens
-            on at PATH; it may reconnect (a VM that reboots)
+            on at PATH, and may reconnect (a VM that reboots); with
+            mode=client the switch connects to the front-end's socket,
+            and again whenever the front-end listens again
   NAME      the device: created if missing (and removed at exit), else
             attached to and left as found
   netns     a named network namespace (ip netns add NS) to put it in

@@ -18,8 +18,8 @@ import (
 // PortSpec is one --port argument:
 // kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
 // [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-// [,router=on|off], or vhost-user:NAME,socket=PATH with queues, offload and
-// the port security options.
+// [,router=on|off], or vhost-user:NAME,socket=PATH[,mode=server|client] with
+// queues, offload and the port security options.
 type PortSpec struct {
 	// TAP says the port carries Ethernet frames and is bridged: a TAP
 	// device, or with VhostUser a vhost-user port.
@@ -28,12 +28,16 @@ type PortSpec struct {
 	// Socket for a VM's front-end, instead of a TAP device.
 	VhostUser bool
 	Socket    string
-	Name      string
-	NetNS     string
-	Queues    int    // 0: one per worker
-	Offload   bool   // default on
-	GRO       bool   // default on with offload; needs it
-	IO        tun.IO // default tun.IOAuto: io_uring where the kernel has it
+	// Client: the vhost-user port connects to the front-end's socket
+	// (mode=client) instead of listening on it (mode=server, the
+	// default).
+	Client  bool
+	Name    string
+	NetNS   string
+	Queues  int    // 0: one per worker
+	Offload bool   // default on
+	GRO     bool   // default on with offload; needs it
+	IO      tun.IO // default tun.IOAuto: io_uring where the kernel has it
 	// Allow is the set of source addresses the guest may send from; nil
 	// is the default: the prefixes routed to a TUN port, any address on
 	// a TAP port (whose guests are bridged, not routed).
@@ -60,6 +64,9 @@ func (p PortSpec) String() string {
 	s := kind + ":" + p.Name
 	if p.VhostUser {
 		s += ",socket=" + p.Socket
+		if p.Client {
+			s += ",mode=client"
+		}
 	}
 	if p.NetNS != "" {
 		s += ",netns=" + p.NetNS
@@ -135,11 +142,18 @@ func ParsePort(s string) (PortSpec, error) {
 			return spec, fmt.Errorf("port %q: %s= applies to tun and tap devices, not to vhost-user ports", s, k)
 		}
 		switch k {
-		case "socket":
+		case "socket", "mode":
 			if !spec.VhostUser {
-				return spec, fmt.Errorf("port %q: socket= applies to vhost-user ports", s)
+				return spec, fmt.Errorf("port %q: %s= applies to vhost-user ports", s, k)
 			}
-			spec.Socket = v
+			if k == "socket" {
+				spec.Socket = v
+				break
+			}
+			if v != "server" && v != "client" {
+				return spec, fmt.Errorf("port %q: mode %q: want server or client", s, v)
+			}
+			spec.Client = v == "client"
 		case "netns":
 			spec.NetNS = v
 		case "queues":
@@ -185,7 +199,7 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.MACs = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io, allow, mac, dhcp-server, router; socket for vhost-user)", s, k)
+			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io, allow, mac, dhcp-server, router; socket and mode for vhost-user)", s, k)
 		}
 	}
 	if spec.VhostUser {
@@ -218,7 +232,7 @@ func (p PortSpec) device(q int) tun.Config {
 // vhostUser is the vhost-user port a VhostUser spec opens with q queue
 // pairs.
 func (p PortSpec) vhostUser(q int) vhostuser.Config {
-	return vhostuser.Config{Name: p.Name, Socket: p.Socket, Queues: q, Offload: p.Offload}
+	return vhostuser.Config{Name: p.Name, Socket: p.Socket, Client: p.Client, Queues: q, Offload: p.Offload}
 }
 
 // validate checks the port's own rules with q queues: package tun's or

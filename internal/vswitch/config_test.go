@@ -65,9 +65,17 @@ func TestParseVhostUserPort(t *testing.T) {
 	if again, err := ParsePort(p.String()); err != nil || again.String() != p.String() {
 		t.Fatalf("round trip: %+v %v", again, err)
 	}
+	for in, want := range map[string]string{
+		"vhost-user:vm1,socket=/a,mode=client": "vhost-user:vm1,socket=/a,mode=client",
+		"vhost-user:vm1,mode=server,socket=/a": "vhost-user:vm1,socket=/a",
+	} {
+		if p, err := ParsePort(in); err != nil || p.String() != want || p.Client != strings.Contains(want, "client") {
+			t.Errorf("ParsePort(%q) = %s, %v; want %s", in, p, err, want)
+		}
+	}
 	for _, bad := range []string{"vhost-user:vm1", "vhost-user:vm1,socket=", "vhost-user:vm1,socket=/a,netns=g",
 		"vhost-user:vm1,socket=/a,gro=on", "vhost-user:vm1,socket=/a,io=uring", "tap:t0,socket=/a",
-		"vhost-user:vm1,socket=/a#b", "vhost-user:a/b,socket=/a", "vhost-user:vm1,socket=/" + strings.Repeat("x", 120)} {
+		"vhost-user:vm1,socket=/a#b", "vhost-user:vm1,socket=/a,mode=both", "tap:t0,mode=client", "vhost-user:a/b,socket=/a", "vhost-user:vm1,socket=/" + strings.Repeat("x", 120)} {
 		if _, err := ParsePort(bad); err == nil {
 			t.Errorf("ParsePort(%q) accepted", bad)
 		}

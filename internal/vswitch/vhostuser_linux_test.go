@@ -71,13 +71,21 @@ func startTestpmd(t *testing.T, mode string, sockets ...string) *testpmd {
 // startTestpmdQueues is startTestpmd with queues queue pairs per port.
 func startTestpmdQueues(t *testing.T, mode string, queues int, sockets ...string) *testpmd {
 	t.Helper()
+	return startTestpmdWith(t, mode, queues, "", sockets...)
+}
+
+// startTestpmdWith is startTestpmd with queues queue pairs per port and
+// more virtio-user options (server=1: testpmd listens, the port
+// connects).
+func startTestpmdWith(t *testing.T, mode string, queues int, vdevOpts string, sockets ...string) *testpmd {
+	t.Helper()
 	netnstest.RequireTools(t, "dpdk-testpmd")
 	huge := hugepages(t, testpmdMemMiB)
 	p := &testpmd{huge: huge, out: &syncBuffer{}, prefix: fmt.Sprintf("softnet-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9), done: make(chan struct{})}
 	args := []string{"-l", "0,1", "--no-pci", "--single-file-segments", "--file-prefix=" + p.prefix,
 		"--huge-dir=" + huge, "-m", strconv.Itoa(testpmdMemMiB)}
 	for i, s := range sockets {
-		args = append(args, fmt.Sprintf("--vdev=net_virtio_user%d,path=%s,queues=%d,queue_size=256,mac=02:dd:00:00:00:%02x", i, s, queues, i+1))
+		args = append(args, fmt.Sprintf("--vdev=net_virtio_user%d,path=%s,queues=%d,queue_size=256,mac=02:dd:00:00:00:%02x%s", i, s, queues, i+1, vdevOpts))
 	}
 	q := strconv.Itoa(queues)
 	args = append(args, "--", "--forward-mode="+mode, "--auto-start", "--nb-cores=1", "--rxq="+q, "--txq="+q, "--total-num-mbufs=8192")
@@ -201,15 +209,15 @@ func vhostPort(t *testing.T, sw *Switch, name string) PortView {
 // (address addr/24) with a vhost-user port listening on sock.
 func vhostSwitch(t *testing.T, g *guest, name, sock, addr string) (*Switch, func() *Report) {
 	t.Helper()
-	return vhostSwitchWorkers(t, g, name, sock, addr, 1)
+	return vhostSwitchWorkers(t, g, name, sock, addr, 1, "")
 }
 
 // vhostSwitchWorkers is vhostSwitch with workers workers, and as many
-// queues on each port.
-func vhostSwitchWorkers(t *testing.T, g *guest, name, sock, addr string, workers int) (*Switch, func() *Report) {
+// queues on each port, and more options for the vhost-user port.
+func vhostSwitchWorkers(t *testing.T, g *guest, name, sock, addr string, workers int, opts string) (*Switch, func() *Report) {
 	t.Helper()
 	cfg := Config{Workers: workers}
-	for _, spec := range []string{"tap:" + g.dev + ",netns=" + g.ns.Name, "vhost-user:" + name + ",socket=" + sock} {
+	for _, spec := range []string{"tap:" + g.dev + ",netns=" + g.ns.Name, "vhost-user:" + name + ",socket=" + sock + opts} {
 		p, err := ParsePort(spec)
 		if err != nil {
 			t.Fatal(err)
@@ -284,6 +292,28 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 	}
 }
 
+// TestVhostUserTestpmdClientMode: the port connects to testpmd's
+// virtio-user in server mode (as to a VM's QEMU that listens), and again
+// after testpmd restarts, with the switch running.
+func TestVhostUserTestpmdClientMode(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "dpdk-testpmd")
+	g := newGuests(t, 1)[0]
+	sock := filepath.Join(t.TempDir(), "vu1.sock")
+	sw, _ := vhostSwitchWorkers(t, g, "vu1", sock, "198.18.27.1", 1, ",mode=client")
+	vp := vhostPort(t, sw, "vu1")
+	for run := range 2 {
+		pmd := startTestpmdWith(t, "icmpecho", 1, ",server=1", sock)
+		waitPing(t, g, "198.18.27.2", pmd, vp)
+		pingTen(t, g, "198.18.27.2")
+		pmd.stop(t)
+		waitFor(t, 30*time.Second, "disconnect of the front-end", func() bool { return !vp.VhostUser.Connected() })
+		if s := vp.VhostUser.Stats(); s.Connects != uint64(run+1) {
+			t.Errorf("run %d: %d connects", run, s.Connects)
+		}
+		os.Remove(sock) // in case testpmd left its socket file behind
+	}
+}
+
 // TestVhostUserTestpmdWire: two switches, each with a TAP guest and a
 // vhost-user port, and testpmd forwarding between a virtio-user port on
 // each (io mode) as a wire: the guests ping each other and move a file
@@ -322,7 +352,7 @@ func TestVhostUserTestpmdMultiQueue(t *testing.T) {
 	netnstest.RequireTools(t, "ping", "dpdk-testpmd")
 	g := newGuests(t, 1)[0]
 	sock := filepath.Join(t.TempDir(), "vu1.sock")
-	sw, _ := vhostSwitchWorkers(t, g, "vu1", sock, "198.18.25.1", 2)
+	sw, _ := vhostSwitchWorkers(t, g, "vu1", sock, "198.18.25.1", 2, "")
 	vp := vhostPort(t, sw, "vu1")
 	pmd := startTestpmdQueues(t, "icmpecho", 2, sock)
 	waitPing(t, g, "198.18.25.2", pmd, vp)
