@@ -11,15 +11,15 @@
 // next one may connect, so a VM that reboots or a front-end that restarts
 // finds the port again. In client mode (Config.Client) the port connects
 // to the front-end's socket instead, and again when the front-end comes
-// back. The port negotiates VIRTIO_F_VERSION_1,
-// VIRTIO_NET_F_MRG_RXBUF, VHOST_USER_F_PROTOCOL_FEATURES with REPLY_ACK
+// back. The port negotiates VIRTIO_F_VERSION_1, VIRTIO_NET_F_MRG_RXBUF,
+// VIRTIO_RING_F_EVENT_IDX, VHOST_USER_F_PROTOCOL_FEATURES with REPLY_ACK
 // (and MQ for Config.Queues > 1), and with Config.Offload the checksum and
 // TCP segmentation offloads, mapped onto package vnet's header code as
 // package tun does for TAP devices: a packet from the guest with a partial
 // checksum or a GSO header is validated (vnet.Check) and marked
 // tun.FlagVnetHdr; a marked packet toward a guest that did not take the
-// offload is segmented or its checksum finished in software. Event
-// indexes, indirect descriptors and packed rings are not offered.
+// offload is segmented or its checksum finished in software. Indirect
+// descriptors and packed rings are not offered.
 //
 // A Port is an L2 port.Port with one queue pair per virtqueue pair: rings
 // 2i (the guest's receive queue) and 2i+1 (its transmit queue). The RX
@@ -29,7 +29,8 @@
 // a counted drop, never an access out of bounds: the guest is not
 // trusted), copies the packet into a buffer of a bulk get from the
 // worker's cache, completes the burst's used entries with one index store
-// and notifies the guest once per burst, unless it polls. The TX queue
+// and notifies the guest once per burst, if it asked (event index or
+// flag). The TX queue
 // copies packets into the guest's receive chains, merging chains for a
 // packet larger than one. Packets are copied, not wrapped: the guest may
 // rewrite a buffer as soon as it is used.
@@ -38,10 +39,10 @@
 // burst with TryLock, and a burst that finds the control plane changing
 // the ring skips it (RX) or drops as DEV_READY (TX). An idle worker sleeps
 // on the RX queue's own epoll set, which holds the ring's kick eventfd:
-// Arm resets it, clears VIRTQ_USED_F_NO_NOTIFY and then looks at the ring
-// once more, so that a packet the guest adds at any moment is either seen
-// or kicked; Disarm sets the flag again, so a busy ring costs the guest no
-// kicks.
+// Arm resets it, asks for a kick (clears VIRTQ_USED_F_NO_NOTIFY, or with
+// event indexes writes avail_event) and then looks at the ring once more,
+// so that a packet the guest adds at any moment is either seen or kicked;
+// Disarm stops asking, so a busy ring costs the guest no kicks.
 //
 // The host must be little-endian, as virtio 1.x rings are.
 package vhostuser

@@ -4,6 +4,7 @@ package vhostuser
 
 import (
 	"bytes"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +21,11 @@ import (
 // past its ring, then corrupts its ring's index: each is a counted drop,
 // the engine lives and the other two keep exchanging packets.
 func TestEngineBetweenGuests(t *testing.T) {
+	t.Run("flags", func(t *testing.T) { testEngineBetweenGuests(t, 0) })
+	t.Run("event-idx", func(t *testing.T) { testEngineBetweenGuests(t, featEventIdx) })
+}
+
+func testEngineBetweenGuests(t *testing.T, extra uint64) {
 	pool, err := buffer.NewPool(buffer.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,24 +61,31 @@ func TestEngineBetweenGuests(t *testing.T) {
 		}
 	})
 	a, b, h := newTestFrontend(t, ports[0].Socket()), newTestFrontend(t, ports[1].Socket()), newTestFrontend(t, ports[2].Socket())
-	a.setup(featVersion1 | featMrgRxbuf)
-	b.setup(featVersion1 | featMrgRxbuf)
-	h.setup(featVersion1 | featMrgRxbuf)
+	a.setup(featVersion1 | featMrgRxbuf | extra)
+	b.setup(featVersion1 | featMrgRxbuf | extra)
+	h.setup(featVersion1 | featMrgRxbuf | extra)
 	waitRunning(t, ports[0], 1)
 	waitRunning(t, ports[1], 0)
 	waitRunning(t, ports[2], 1)
 	b.postRx(0, 128, bufSize)
 
 	// send transmits frames from a and kicks, as a driver does, only if
-	// the port asked for kicks.
+	// the port asked for kicks: by clearing the flag, or with event
+	// indexes by an avail_event among the entries just published.
 	var want [][]byte
 	send := func(from, n int) {
+		old := a.availIdx[1]
 		for i := from; i < from+n; i++ {
 			fr := testFrame(60+i, byte(i))
 			want = append(want, fr)
 			a.transmit(i, fr)
 		}
-		if a.usedFlags(1)&usedNoNotify == 0 {
+		kick := a.usedFlags(1)&usedNoNotify == 0
+		if extra&featEventIdx != 0 {
+			event := binary.LittleEndian.Uint16(a.mem[a.usedOff(1)+4+8*testNum:])
+			kick = a.availIdx[1]-event-1 < a.availIdx[1]-old
+		}
+		if kick {
 			signalFD(a.kick[1])
 		}
 	}

@@ -68,12 +68,13 @@ const (
 	featHostTSO6      = 1 << 12 // VIRTIO_NET_F_HOST_TSO6
 	featMrgRxbuf      = 1 << 15 // VIRTIO_NET_F_MRG_RXBUF
 	featMQ            = 1 << 22 // VIRTIO_NET_F_MQ
+	featEventIdx      = 1 << 29 // VIRTIO_RING_F_EVENT_IDX
 	featProtocol      = 1 << 30 // VHOST_USER_F_PROTOCOL_FEATURES
 	featVersion1      = 1 << 32 // VIRTIO_F_VERSION_1
 	protoMQ           = 1 << 0  // VHOST_USER_PROTOCOL_F_MQ
 	protoReplyAck     = 1 << 3  // VHOST_USER_PROTOCOL_F_REPLY_ACK
 	offloadFeatures   = featCsum | featGuestCsum | featGuestTSO4 | featGuestTSO6 | featHostTSO4 | featHostTSO6
-	baseFeatures      = featMrgRxbuf | featProtocol | featVersion1
+	baseFeatures      = featMrgRxbuf | featEventIdx | featProtocol | featVersion1
 	baseProtocolFeats = protoReplyAck
 )
 

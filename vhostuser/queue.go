@@ -38,6 +38,7 @@ func (r *split) setFeatures(f uint64) {
 		r.hdrLen = hdrMrg
 	}
 	r.mergeable = f&featMrgRxbuf != 0
+	r.eventIdx = f&featEventIdx != 0
 	r.fromGuest, r.toGuest = 0, 0
 	if f&featCsum != 0 {
 		r.fromGuest |= port.OffloadCsum
@@ -166,9 +167,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if err := q.setPool(c.Pool()); err != nil {
 		return 0, err
 	}
-	if r.usedFlags&usedNoNotify == 0 {
-		r.setNoNotify(true)
-	}
+	r.setNoNotify(true)
 	avail, ok := r.pending()
 	if !ok {
 		q.breakRing(r, "available index more than a ring ahead")
@@ -186,6 +185,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		return 0, nil
 	}
 	got := 0
+	start := r.usedIdx
 	for k := range spare {
 		b := spare[k]
 		spare[k] = nil
@@ -217,7 +217,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		got++
 	}
 	r.publishUsed()
-	q.p.call(q.v, r, &q.ctr)
+	q.p.call(q.v, r, start, &q.ctr)
 	q.ctr.publish()
 	return got, nil
 }
@@ -341,12 +341,10 @@ func offloadsOf(h vnet.Header, pkt []byte) port.Offloads {
 	return o
 }
 
-// call notifies the guest that used entries wait, unless it said it
-// polls (VIRTQ_AVAIL_F_NO_INTERRUPT). The used index was published
-// before, with an atomic store, so the flags read here are not older
-// than the entries.
-func (p *Port) call(v *vring, r *split, ctr *counters) {
-	if v.callFD >= 0 && r.availFlags()&availNoInterrupt == 0 {
+// call notifies the guest that the used entries from old on wait, if it
+// asked (split.needCall).
+func (p *Port) call(v *vring, r *split, old uint16, ctr *counters) {
+	if v.callFD >= 0 && r.needCall(old) {
 		signalFD(v.callFD)
 		ctr.n[cCalls]++
 	}
@@ -394,7 +392,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	}
 	if r.usedIdx != start {
 		r.publishUsed()
-		q.p.call(q.v, r, &q.ctr)
+		q.p.call(q.v, r, start, &q.ctr)
 	}
 	q.ctr.publish()
 	return sent, nil

@@ -65,10 +65,13 @@ type split struct {
 	// broken: the guest corrupted the ring, which is left alone until
 	// it restarts.
 	broken bool
+	// noNotify: the driver was told not to kick (setNoNotify).
+	noNotify bool
 
 	// From the negotiated features (setFeatures).
 	hdrLen    int  // the virtio-net header's length
 	mergeable bool // a packet may span receive chains
+	eventIdx  bool // VIRTIO_RING_F_EVENT_IDX
 	fromGuest port.Offloads
 	toGuest   port.Offloads
 
@@ -160,15 +163,45 @@ func (r *split) publishUsed() {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&r.used[0])), uint32(r.usedFlags)|uint32(r.usedIdx)<<16)
 }
 
-// setNoNotify sets or clears VIRTQ_USED_F_NO_NOTIFY: while the device
-// polls the ring the driver need not kick it.
+// setNoNotify tells the driver not to kick the ring while the device
+// polls it (on), or to kick for its next entry. Without event indexes it
+// sets or clears VIRTQ_USED_F_NO_NOTIFY. With them (VIRTIO_RING_F_EVENT_IDX)
+// asking is writing avail_event, the entry whose publication the driver
+// kicks for, and not asking is leaving it behind: the driver then kicks
+// once as it passes it, at most once per 65536 entries. Either way the
+// atomic store of publishUsed comes after, so the ring is read again only
+// once the driver can see the request.
 func (r *split) setNoNotify(on bool) {
+	if r.noNotify == on {
+		return
+	}
+	r.noNotify = on
+	if r.eventIdx {
+		if !on {
+			binary.LittleEndian.PutUint16(r.used[ringHeaderLen+usedElemLen*int(r.num):], r.lastAvail)
+			r.publishUsed()
+		}
+		return
+	}
 	if on {
 		r.usedFlags |= usedNoNotify
 	} else {
 		r.usedFlags &^= usedNoNotify
 	}
 	r.publishUsed()
+}
+
+// needCall reports whether the driver asked to be notified of the used
+// entries from old to r.usedIdx: with event indexes, if used_event is
+// among them (the virtio spec's vring_need_event); otherwise unless it
+// set VIRTQ_AVAIL_F_NO_INTERRUPT. The used index was published before,
+// with an atomic store, so what is read here is not older than it.
+func (r *split) needCall(old uint16) bool {
+	if r.eventIdx {
+		event := load16(r.avail, ringHeaderLen+2*int(r.num))
+		return r.usedIdx-event-1 < r.usedIdx-old
+	}
+	return r.availFlags()&availNoInterrupt == 0
 }
 
 // walk gathers the buffers of the descriptor chain at head into segs
