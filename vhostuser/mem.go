@@ -47,6 +47,14 @@ func mapMemTable(regions []memRegion, fds []int) (*memTable, error) {
 			t.unmap()
 			return nil, fmt.Errorf("set mem table: region %d: fstat: %w", i, err)
 		}
+		// Memory past the end of the file would fault (SIGBUS) when
+		// touched, which would take the whole process down: the region
+		// must lie inside the file. (A front-end that shrinks the file
+		// later can still do that; sealing it is the front-end's part.)
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) < length {
+			t.unmap()
+			return nil, fmt.Errorf("set mem table: region %d: offset %d + size %d is past the end of its file (%d bytes)", i, r.MmapOffset, r.Size, st.Size)
+		}
 		mapped := length
 		if bs := uint64(st.Blksize); bs > 0 && bs&(bs-1) == 0 {
 			mapped = (length + bs - 1) &^ (bs - 1)

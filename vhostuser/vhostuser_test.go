@@ -593,3 +593,31 @@ func TestEventIdx(t *testing.T) {
 	}
 	q.Disarm()
 }
+
+// A memory table whose region runs past the end of its file is refused:
+// touching that memory would fault and take the switch down.
+func TestMemTablePastTheFile(t *testing.T) {
+	p, _, c := testPort(t, Config{})
+	f := newTestFrontend(t, p.Socket())
+	f.setup(featVersion1 | featMrgRxbuf)
+	m := binary.LittleEndian.AppendUint32(nil, 1)
+	m = binary.LittleEndian.AppendUint32(m, 0)
+	m = binary.LittleEndian.AppendUint64(m, guestBase)
+	m = binary.LittleEndian.AppendUint64(m, memSize*4)
+	m = binary.LittleEndian.AppendUint64(m, userBase)
+	m = binary.LittleEndian.AppendUint64(m, 0)
+	if err := f.send(reqSetMemTable, flagNeedReply, m, f.memFD); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.reply(reqSetMemTable)
+	if err != nil || len(r) != 8 || binary.LittleEndian.Uint64(r) == 0 {
+		t.Fatalf("a region past its file's end was accepted (%x, %v)", r, err)
+	}
+	// The rings run on the memory table they had.
+	f.transmit(0, testFrame(64, 3))
+	got := receiveAll(t, p, c, 1)
+	if len(got) != 1 {
+		t.Fatal("no packet after a refused memory table")
+	}
+	c.ConsumeBulk(got)
+}

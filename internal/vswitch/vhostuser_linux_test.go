@@ -144,21 +144,28 @@ func hugepages(t *testing.T, mib int) string {
 		t.Skipf("hugepages of %d kB; testpmd's setup here assumes 2 MiB", size)
 	}
 	if need := mib / 2; free < need {
-		b, err := os.ReadFile(nr)
-		if err != nil {
-			t.Fatal(err)
+		// Raised by what is missing and lowered by as much after, not
+		// set back to a value read now: someone else may change it
+		// meanwhile.
+		added := need - free
+		current := func() int {
+			b, err := os.ReadFile(nr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return n
 		}
-		old, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err := os.WriteFile(nr, []byte(strconv.Itoa(old+need-free)), 0); err != nil {
+		if err := os.WriteFile(nr, []byte(strconv.Itoa(current()+added)), 0); err != nil {
 			t.Fatalf("raise %s: %v", nr, err)
 		}
 		t.Cleanup(func() {
-			if err := os.WriteFile(nr, []byte(strconv.Itoa(old)), 0); err != nil {
-				t.Errorf("restore %s to %d: %v", nr, old, err)
+			if err := os.WriteFile(nr, []byte(strconv.Itoa(max(current()-added, 0))), 0); err != nil {
+				t.Errorf("lower %s by %d: %v", nr, added, err)
 			}
 		})
 		if got := meminfo(t, "HugePages_Free"); got < need {
-			t.Fatalf("%d hugepages free after raising %s, want %d", got, nr, need)
+			t.Fatalf("%d hugepages free after raising %s by %d, want %d", got, nr, added, need)
 		}
 	}
 	dir := t.TempDir()
