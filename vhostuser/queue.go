@@ -5,6 +5,7 @@ package vhostuser
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime/debug"
 
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
@@ -74,6 +75,8 @@ type rxQueue struct {
 	pool   *buffer.Pool
 	small  buffer.Class // the class of a frame of a 1500-byte MTU
 	spare  []*buffer.Buf
+	cur    *buffer.Buf // the buffer the burst works on, for faulted
+	got    int         // the packets the burst received, for faulted
 	ctr    counters
 	_      [cacheline.Size]byte
 }
@@ -155,7 +158,7 @@ func (q *rxQueue) Disarm() {
 // into a buffer of the burst's bulk get (the guest may rewrite its
 // buffers once they are used), completes the used entries with one
 // index store and notifies the guest once, if it asked.
-func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
+func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (got int, err error) {
 	if !q.v.mu.TryLock() {
 		return 0, nil
 	}
@@ -167,28 +170,63 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if err := q.setPool(c.Pool()); err != nil {
 		return 0, err
 	}
+	defer q.faulted(c, r, &got)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return q.receive(c, r, bufs), nil
+}
+
+// faulted recovers from a fault in guest memory (its file shrank under
+// the mapping, which the front-end can do at any time): what the burst
+// held is freed, the packets received so far are kept, and the ring is
+// given up until it restarts. Any other panic goes on.
+func (q *rxQueue) faulted(c *buffer.Cache, r *split, got *int) {
+	x := recover()
+	if x == nil {
+		return
+	}
+	if _, fault := x.(interface{ Addr() uintptr }); !fault {
+		panic(x)
+	}
+	if q.cur != nil {
+		c.Drop(q.cur, drop.DevHdr) // counted once, with the ring, by breakRing
+		q.cur = nil
+	}
+	for i, b := range q.spare {
+		if b != nil {
+			c.Consume(b) // not a packet yet
+			q.spare[i] = nil
+		}
+	}
+	*got = q.got
+	q.breakRing(r, "guest memory faulted")
+}
+
+// receive is Receive's burst, on a running ring, under Receive's guard:
+// the buffer it works on is q.cur, and q.got the packets it put in bufs.
+func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
+	q.got = 0
 	r.setNoNotify(true)
 	avail, ok := r.pending()
 	if !ok {
 		q.breakRing(r, "available index more than a ring ahead")
-		return 0, nil
+		return 0
 	}
 	n := min(int(avail), len(bufs), maxBurst)
 	if n == 0 {
-		return 0, nil
+		return 0
 	}
 	spare := q.spare[:n]
 	if err := c.GetBulk(spare, q.small); err != nil {
 		// The entries stay in the ring until buffers come back.
 		q.ctr.rxDrop(drop.NoMem)
 		q.ctr.publish()
-		return 0, nil
+		return 0
 	}
-	got := 0
 	start := r.usedIdx
 	for k := range spare {
 		b := spare[k]
 		spare[k] = nil
+		q.cur = b
 		head := r.availHead(r.lastAvail)
 		r.lastAvail++
 		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, r.segs[:0])
@@ -201,25 +239,30 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 				reason = drop.PktTooBig
 			}
 			q.ctr.n[cBadChains]++
+			q.cur = nil
 			q.drop(c, b, reason)
 			continue
 		}
+		q.cur = nil // fit frees or keeps it
 		if b, ok = q.fit(c, b, total-r.hdrLen); !ok {
 			continue
 		}
+		q.cur = b
 		if ok, reason := q.accept(r, b, segs, total); !ok {
+			q.cur = nil
 			q.drop(c, b, reason)
 			continue
 		}
 		q.ctr.n[cRxPackets]++
 		q.ctr.n[cRxBytes] += uint64(b.Len())
-		bufs[got] = b
-		got++
+		bufs[q.got] = b
+		q.got++
+		q.cur = nil
 	}
 	r.publishUsed()
 	q.p.call(q.v, r, start, &q.ctr)
 	q.ctr.publish()
-	return got, nil
+	return q.got
 }
 
 func (q *rxQueue) drop(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
@@ -356,6 +399,9 @@ type txQueue struct {
 	p    *Port
 	v    *vring
 	segs []*buffer.Buf // software GSO's segments
+	copy *buffer.Buf   // a shared packet's copy whose checksum is finished
+	cur  *buffer.Buf   // the packet being sent, for faulted
+	sent int           // the packets the burst sent, for faulted
 	ctr  counters
 	_    [cacheline.Size]byte
 }
@@ -371,7 +417,7 @@ func newTxQueue(p *Port, v *vring) *txQueue {
 // frees it. The used entries are published with one index store and the
 // guest notified once per burst. While no front-end runs the ring, the
 // packets drop as DEV_READY; when the guest's ring is full, as FULL_RING.
-func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
+func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (sent int, err error) {
 	if !q.v.mu.TryLock() {
 		q.dropAll(c, bufs, drop.DevReady)
 		return 0, nil
@@ -382,27 +428,67 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		q.dropAll(c, bufs, drop.DevReady)
 		return 0, nil
 	}
+	defer q.faulted(c, r, bufs, &sent)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return q.transmit(c, r, bufs), nil
+}
+
+// transmit is Transmit's burst under its guard: the packet it works on
+// is q.cur, a copy or segments of it q.copy and q.segs, and q.sent the
+// packets sent.
+func (q *txQueue) transmit(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 	start := r.usedIdx
-	sent := 0
+	q.sent = 0
 	for i, b := range bufs {
 		bufs[i] = nil
+		q.cur = b
 		if q.send(c, r, b) {
-			sent++
+			q.sent++
 		}
+		q.cur = nil
 	}
 	if r.usedIdx != start {
 		r.publishUsed()
 		q.p.call(q.v, r, start, &q.ctr)
 	}
 	q.ctr.publish()
-	return sent, nil
+	return q.sent
+}
+
+// faulted is rxQueue.faulted for a transmit burst: the packet being
+// sent and those after it are dropped.
+func (q *txQueue) faulted(c *buffer.Cache, r *split, bufs []*buffer.Buf, sent *int) {
+	x := recover()
+	if x == nil {
+		return
+	}
+	if _, fault := x.(interface{ Addr() uintptr }); !fault {
+		panic(x)
+	}
+	for _, b := range append(q.segs, q.copy) {
+		if b != nil {
+			c.Consume(b) // the queue's own copies
+		}
+	}
+	clear(q.segs)
+	q.copy = nil
+	if q.cur != nil {
+		q.ctr.txDrop(drop.DevReady)
+		c.Drop(q.cur, drop.DevReady)
+		q.cur = nil
+	}
+	*sent = q.sent
+	q.breakRing(r, "guest memory faulted")
+	q.dropAll(c, bufs, drop.DevReady) // and publishes the counters
 }
 
 func (q *txQueue) dropAll(c *buffer.Cache, bufs []*buffer.Buf, reason drop.Reason) {
 	for i, b := range bufs {
-		q.ctr.txDrop(reason)
-		c.Drop(b, reason)
-		bufs[i] = nil
+		if b != nil {
+			q.ctr.txDrop(reason)
+			c.Drop(b, reason)
+			bufs[i] = nil
+		}
 	}
 	q.ctr.publish()
 }
@@ -427,6 +513,7 @@ func (q *txQueue) send(c *buffer.Cache, r *split, b *buffer.Buf) bool {
 
 // done frees b as sent, or drops it with the reason.
 func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) bool {
+	q.cur = nil
 	if reason == delivered {
 		c.Consume(b)
 		return true
@@ -542,6 +629,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, r *split, b *buffer.Buf, h vne
 		if cp, err = c.Get(class); err != nil {
 			return q.done(c, b, drop.NoMem)
 		}
+		q.copy = cp
 		cp.SetData(cp.Headroom(), len(pkt))
 		copy(cp.Bytes(), pkt)
 		pkt = cp.Bytes()
@@ -551,6 +639,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, r *split, b *buffer.Buf, h vne
 		res = q.deliver(r, vnet.Header{}, pkt)
 	}
 	if cp != nil {
+		q.copy = nil
 		c.Consume(cp)
 	}
 	return q.done(c, b, res)

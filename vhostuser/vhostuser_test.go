@@ -621,3 +621,64 @@ func TestMemTablePastTheFile(t *testing.T) {
 	}
 	c.ConsumeBulk(got)
 }
+
+// A front-end that shrinks the file of the guest's memory under the
+// mapping makes touching it fault: the burst is recovered, what it held
+// is freed, and the rings are given up; the switch lives.
+func TestGuestMemoryShrinks(t *testing.T) {
+	p, _, c := testPort(t, Config{})
+	f := newTestFrontend(t, p.Socket())
+	f.setup(featVersion1 | featMrgRxbuf)
+	waitRunning(t, p, 0)
+	waitRunning(t, p, 1)
+	f.postRx(0, 4, 2048)
+	f.transmit(0, testFrame(64, 1))
+	// The rings stay inside the file; the buffers, from 1 MiB on, do not.
+	if err := unix.Ftruncate(f.memFD, bufBase); err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([]*buffer.Buf, 8)
+	if n, err := p.RxQueue(0).Receive(c, bufs); n != 0 || err != nil {
+		t.Fatalf("Receive from memory that faults = %d, %v", n, err)
+	}
+	if n, err := p.TxQueue(0).Transmit(c, []*buffer.Buf{bufWith(t, c, testFrame(64, 2)), bufWith(t, c, testFrame(64, 3))}); n != 0 || err != nil {
+		t.Fatalf("Transmit into memory that faults = %d, %v", n, err)
+	}
+	s := p.Stats()
+	if s.BrokenRings != 2 || s.RxDrops[drop.DevHdr] != 1 || s.TxDrops[drop.DevReady] != 2 {
+		t.Errorf("stats %+v: want both rings given up, one RX drop, two TX drops", s)
+	}
+}
+
+// The data path allocates nothing per packet, both ways.
+func TestNoAllocs(t *testing.T) {
+	p, _, c := testPort(t, Config{})
+	f := newTestFrontend(t, p.Socket())
+	f.setup(featVersion1 | featMrgRxbuf | featEventIdx)
+	waitRunning(t, p, 0)
+	waitRunning(t, p, 1)
+	frame := testFrame(200, 1)
+	bufs := make([]*buffer.Buf, 8)
+	out := make([]*buffer.Buf, 1)
+	slot := 0
+	rx, tx := p.RxQueue(0), p.TxQueue(0)
+	round := func() {
+		f.transmit(slot, frame)
+		f.postRx(slot, 1, 2048)
+		slot = (slot + 1) % testNum
+		n, _ := rx.Receive(c, bufs)
+		if n != 1 {
+			t.Fatalf("received %d", n)
+		}
+		out[0] = bufs[0]
+		if sent, _ := tx.Transmit(c, out); sent != 1 {
+			t.Fatalf("sent %d", sent)
+		}
+		rx.Arm()
+		rx.Disarm()
+	}
+	round() // warm the cache
+	if allocs := testing.AllocsPerRun(500, round); allocs != 0 {
+		t.Errorf("%v allocations per packet received and sent", allocs)
+	}
+}
