@@ -44,5 +44,10 @@
 // so that a packet the guest adds at any moment is either seen or kicked;
 // Disarm stops asking, so a busy ring costs the guest no kicks.
 //
+// A memory region past the end of its file is refused, and a burst that
+// faults in guest memory anyway (the front-end shrank the file) is
+// recovered (debug.SetPanicOnFault): its buffers are freed and the ring is
+// given up until the front-end restarts it.
+//
 // The host must be little-endian, as virtio 1.x rings are.
 package vhostuser
