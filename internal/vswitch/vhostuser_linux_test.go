@@ -314,7 +314,9 @@ func TestVhostUserTestpmdClientMode(t *testing.T) {
 		pingTen(t, g, "198.18.27.2")
 		pmd.stop(t)
 		waitFor(t, 30*time.Second, "disconnect of the front-end", func() bool { return !vp.VhostUser.Connected() })
-		if s := vp.VhostUser.Stats(); s.Connects != uint64(run+1) {
+		// At least one connect per run: a dial while the old testpmd
+		// still listens, exiting, connects too (to its backlog).
+		if s := vp.VhostUser.Stats(); s.Connects < uint64(run+1) {
 			t.Errorf("run %d: %d connects", run, s.Connects)
 		}
 		os.Remove(sock) // in case testpmd left its socket file behind
