@@ -4,8 +4,11 @@ package vhostuser
 
 import (
 	"encoding/binary"
+	"path/filepath"
 	"testing"
 	"unsafe"
+
+	"softnet.dev/buffer"
 )
 
 // FuzzMessage feeds the message parser arbitrary bytes: it must refuse
@@ -98,4 +101,98 @@ func FuzzWalk(f *testing.F) {
 			tt.Fatalf("%d segments from a ring of %d", len(segs), num)
 		}
 	})
+}
+
+// FuzzSession plays a whole front-end and guest from arbitrary bytes:
+// the start of the input is the guest's memory, the rest a stream of
+// messages the port handles in turn (ring sizes, addresses, bases,
+// enables, kicks without descriptors, anything), after each of which
+// the port receives and transmits a burst over whatever rings run. No
+// input may panic, fault or lose a buffer.
+// sessionMem is the guest memory of FuzzSession.
+const sessionMem = 1 << 12
+
+func FuzzSession(f *testing.F) {
+	msg := func(req uint32, payload []byte) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, req)
+		b = binary.LittleEndian.AppendUint32(b, version)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+		return append(b, payload...)
+	}
+	addr := func(ring uint32, desc, used, avail uint64) []byte {
+		a := binary.LittleEndian.AppendUint32(nil, ring)
+		a = binary.LittleEndian.AppendUint32(a, 0)
+		a = binary.LittleEndian.AppendUint64(a, desc)
+		a = binary.LittleEndian.AppendUint64(a, used)
+		a = binary.LittleEndian.AppendUint64(a, avail)
+		return binary.LittleEndian.AppendUint64(a, 0)
+	}
+	var seed []byte
+	seed = append(seed, make([]byte, sessionMem)...)
+	seed = append(seed, msg(reqSetFeatures, u64Payload(featVersion1|featMrgRxbuf))...)
+	for r := range uint32(2) {
+		base := uint64(0x10000 + r*0x800)
+		seed = append(seed, msg(reqSetVringNum, statePayload(vringState{r, 16}))...)
+		seed = append(seed, msg(reqSetVringAddr, addr(r, base, base+0x400, base+0x200))...)
+		seed = append(seed, msg(reqSetVringKick, u64Payload(uint64(r)|vringNoFD))...)
+	}
+	f.Add(seed)
+	pool, err := buffer.NewPool(buffer.Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	c, err := pool.NewCache(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	p, err := Listen(Config{Name: "fuzz", Socket: filepath.Join(f.TempDir(), "s"), Log: quiet})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		p.Close(c)
+		c.Close()
+		if err := pool.Close(); err != nil {
+			f.Errorf("leak check: %v", err)
+		}
+	})
+	guest := make([]byte, sessionMem)
+	bufs := make([]*buffer.Buf, 16)
+	f.Fuzz(func(t *testing.T, in []byte) { playSession(p, c, guest, bufs, in) })
+}
+
+// playSession is FuzzSession's body.
+func playSession(p *Port, c *buffer.Cache, guest []byte, bufs []*buffer.Buf, in []byte) {
+	clear(guest)
+	n := copy(guest, in)
+	in = in[n:]
+	p.features, p.protocol = 0, 0
+	p.mem = &memTable{regions: []region{{memRegion: memRegion{GuestAddr: 0x10000, Size: sessionMem, UserAddr: 0x10000}, data: guest}}}
+	defer func() {
+		p.stopAll()
+		for _, v := range p.rings {
+			v.num, v.addrSet, v.base, v.enabled = 0, false, 0, false
+		}
+		p.mem = nil
+	}()
+	for len(in) >= headerLen {
+		h, err := parseHeader(in)
+		if err != nil || int(h.Size) > len(in)-headerLen {
+			return
+		}
+		m, err := parsePayload(h, in[headerLen:headerLen+int(h.Size)])
+		in = in[headerLen+int(h.Size):]
+		if err != nil || m.Request == reqSetMemTable || m.Request == reqResetOwner {
+			continue // they need descriptors, or unmap the table
+		}
+		_, _ = p.handle(m, nil)
+		for i := range p.rxqs {
+			got, _ := p.rxqs[i].Receive(c, bufs)
+			if got > 0 {
+				// Back out through the transmit queue: into the
+				// guest's receive ring, or dropped.
+				_, _ = p.txqs[i].Transmit(c, bufs[:got])
+			}
+		}
+	}
 }
