@@ -271,6 +271,7 @@ func (p *Port) handle(m message, fds []int) ([]byte, error) {
 			p.log.Debug("vhost-user features acknowledged but not offered; ignored", "features", fmt.Sprintf("%#x", extra))
 		}
 		p.features = m.U64 & p.offered()
+		p.negotiated.Store(p.features)
 		p.eachRing(func(v *vring) {
 			if p.features&featProtocol == 0 {
 				// Without protocol features a ring is enabled from the
@@ -294,6 +295,7 @@ func (p *Port) handle(m message, fds []int) ([]byte, error) {
 	case reqResetOwner:
 		p.stopAll()
 		p.features = 0
+		p.negotiated.Store(0)
 		return nil, nil
 	case reqSetMemTable:
 		t, err := mapMemTable(m.Regions, fds)
@@ -526,4 +528,5 @@ func (p *Port) disconnect() {
 	p.mu.Unlock()
 	old.unmap()
 	p.features, p.protocol = 0, 0
+	p.negotiated.Store(0)
 }

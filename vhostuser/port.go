@@ -44,6 +44,8 @@ type Port struct {
 	connects  atomic.Uint64
 	refused   atomic.Uint64 // messages refused
 	running   atomic.Int32  // rings running
+	// negotiated is features, for Stats.
+	negotiated atomic.Uint64
 }
 
 var _ port.Port = (*Port)(nil)
@@ -188,6 +190,9 @@ type Stats struct {
 	// RunningRings counts the virtqueues running now: two per queue
 	// pair the front-end started.
 	RunningRings int `json:"running_rings"`
+	// Features are the virtio feature bits the front-end acknowledged
+	// (of those offered), 0 without one.
+	Features uint64 `json:"features"`
 }
 
 // Stats sums the queues' published counters.
@@ -205,7 +210,7 @@ func (p *Port) Stats() Stats {
 		BadChains: sum[cBadChains], BrokenRings: sum[cBrokenRings],
 		Calls: sum[cCalls], Segmented: sum[cSegmented],
 		Connects: p.connects.Load(), Refused: p.refused.Load(), Connected: p.connected.Load(),
-		RunningRings: int(p.running.Load()),
+		RunningRings: int(p.running.Load()), Features: p.negotiated.Load(),
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])

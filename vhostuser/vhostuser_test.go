@@ -90,6 +90,9 @@ func TestGuestToPortAndBack(t *testing.T) {
 	if s.RxPackets != 3 || s.TxPackets != 2 || s.TxDrops[drop.FullRing] != 1 {
 		t.Errorf("stats %+v: want 3 received, 2 sent, 1 FULL_RING", s)
 	}
+	if s.Features != featVersion1|featMrgRxbuf|featProtocol {
+		t.Errorf("features %#x, want VERSION_1, MRG_RXBUF and PROTOCOL_FEATURES", s.Features)
+	}
 	if !s.Connected || s.Connects != 1 || s.RunningRings != 2 {
 		t.Errorf("stats: connected %v after %d connects, %d rings running; want true after 1, 2 rings", s.Connected, s.Connects, s.RunningRings)
 	}

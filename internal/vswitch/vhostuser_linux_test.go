@@ -280,11 +280,19 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 	vp := vhostPort(t, sw, "vu1")
 	for run := range 2 {
 		// The second run is a front-end restarted while the switch
-		// runs: traffic resumes.
-		pmd := startTestpmd(t, "icmpecho", sock)
+		// runs: traffic resumes. It also negotiates no mergeable
+		// buffers, so each packet must fit one of testpmd's.
+		opts := ""
+		if run == 1 {
+			opts = ",mrg_rxbuf=0"
+		}
+		pmd := startTestpmdWith(t, "icmpecho", 1, opts, sock)
 		waitPing(t, g, "198.18.23.2", pmd, vp)
 		pingTen(t, g, "198.18.23.2")
 		s := vp.VhostUser.Stats()
+		if mrg := s.Features&(1<<15) != 0; mrg != (run == 0) {
+			t.Errorf("run %d: features %#x: VIRTIO_NET_F_MRG_RXBUF negotiated %v", run, s.Features, mrg)
+		}
 		if s.RxPackets < 10*uint64(run+1) || s.TxPackets < 10*uint64(run+1) || s.BadChains != 0 || s.Connects != uint64(run+1) || s.RunningRings != 2 {
 			t.Errorf("run %d: vhost-user port stats %+v: want at least 10 packets each way per run, no bad chains, one connect per run", run, s)
 		}
