@@ -71,13 +71,13 @@ func startTestpmd(t *testing.T, mode string, sockets ...string) *testpmd {
 // startTestpmdQueues is startTestpmd with queues queue pairs per port.
 func startTestpmdQueues(t *testing.T, mode string, queues int, sockets ...string) *testpmd {
 	t.Helper()
-	return startTestpmdWith(t, mode, queues, "", sockets...)
+	return startTestpmdWith(t, mode, queues, "", nil, sockets...)
 }
 
-// startTestpmdWith is startTestpmd with queues queue pairs per port and
+// startTestpmdWith is startTestpmd with queues queue pairs per port,
 // more virtio-user options (server=1: testpmd listens, the port
-// connects).
-func startTestpmdWith(t *testing.T, mode string, queues int, vdevOpts string, sockets ...string) *testpmd {
+// connects) and more testpmd arguments.
+func startTestpmdWith(t *testing.T, mode string, queues int, vdevOpts string, args2 []string, sockets ...string) *testpmd {
 	t.Helper()
 	netnstest.RequireTools(t, "dpdk-testpmd")
 	huge := hugepages(t, testpmdMemMiB)
@@ -89,6 +89,7 @@ func startTestpmdWith(t *testing.T, mode string, queues int, vdevOpts string, so
 	}
 	q := strconv.Itoa(queues)
 	args = append(args, "--", "--forward-mode="+mode, "--auto-start", "--nb-cores=1", "--rxq="+q, "--txq="+q, "--total-num-mbufs=8192")
+	args = append(args, args2...)
 	p.cmd = exec.Command("dpdk-testpmd", args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	var err error
@@ -286,7 +287,7 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 		if run == 1 {
 			opts = ",mrg_rxbuf=0"
 		}
-		pmd := startTestpmdWith(t, "icmpecho", 1, opts, sock)
+		pmd := startTestpmdWith(t, "icmpecho", 1, opts, nil, sock)
 		waitPing(t, g, "198.18.23.2", pmd, vp)
 		pingTen(t, g, "198.18.23.2")
 		s := vp.VhostUser.Stats()
@@ -317,7 +318,7 @@ func TestVhostUserTestpmdClientMode(t *testing.T) {
 	sw, _ := vhostSwitchWorkers(t, g, "vu1", sock, "198.18.27.1", 1, ",mode=client")
 	vp := vhostPort(t, sw, "vu1")
 	for run := range 2 {
-		pmd := startTestpmdWith(t, "icmpecho", 1, ",server=1", sock)
+		pmd := startTestpmdWith(t, "icmpecho", 1, ",server=1", nil, sock)
 		waitPing(t, g, "198.18.27.2", pmd, vp)
 		pingTen(t, g, "198.18.27.2")
 		pmd.stop(t)
@@ -362,19 +363,27 @@ func TestVhostUserTestpmdWire(t *testing.T) {
 
 // TestVhostUserTestpmdMultiQueue: a switch of two workers and a
 // vhost-user port of two queue pairs (multiqueue negotiated), testpmd's
-// virtio-user starting both: ARP and pings are answered, and a flood of
-// pings from many sources, spread over the TAP device's queues and so
-// over both workers, is answered on both pairs.
+// virtio-user starting both, with checksum and TCP segmentation offloads
+// negotiated both ways: ARP and pings are answered.
 func TestVhostUserTestpmdMultiQueue(t *testing.T) {
 	netnstest.RequireTools(t, "ping", "dpdk-testpmd")
 	g := newGuests(t, 1)[0]
 	sock := filepath.Join(t.TempDir(), "vu1.sock")
 	sw, _ := vhostSwitchWorkers(t, g, "vu1", sock, "198.18.25.1", 2, "")
 	vp := vhostPort(t, sw, "vu1")
-	pmd := startTestpmdQueues(t, "icmpecho", 2, sock)
+	// Receive offloads UDP and TCP checksums and LRO (0x1c) ask for
+	// GUEST_CSUM and GUEST_TSO4/6; transmit offloads UDP and TCP
+	// checksums and TSO (0x2c) for CSUM and HOST_TSO4/6. (virtio has no
+	// IPv4 header checksum offload.)
+	pmd := startTestpmdWith(t, "icmpecho", 2, "", []string{"--rx-offloads=0x1c", "--tx-offloads=0x2c"}, sock)
 	waitPing(t, g, "198.18.25.2", pmd, vp)
-	if n := vp.VhostUser.Stats().RunningRings; n != 4 {
-		t.Fatalf("%d rings running, want 4 (two queue pairs)", n)
+	s := vp.VhostUser.Stats()
+	if s.RunningRings != 4 {
+		t.Fatalf("%d rings running, want 4 (two queue pairs)", s.RunningRings)
+	}
+	const csum, guestCsum, guestTSO4, hostTSO4 = 1 << 0, 1 << 1, 1 << 7, 1 << 11
+	if want := uint64(csum | guestCsum | guestTSO4 | hostTSO4); s.Features&want != want {
+		t.Errorf("features %#x, want the checksum and TSO offloads (%#x)", s.Features, want)
 	}
 	pingTen(t, g, "198.18.25.2")
 	pmd.stop(t)
