@@ -401,3 +401,44 @@ func TestVhostUserTestpmdNeedsDPDK(t *testing.T) {
 		t.Errorf("without dpdk-testpmd, required: passed %v\n%s", passed, out)
 	}
 }
+
+// TestVhostUserTestpmdTwoFrontends: two virtio-user devices of one
+// testpmd on two vhost-user ports of one switch reach each other. testpmd
+// sends a first burst on each (--tx-first) and forwards what each
+// receives out of the other (io), so the same 64 frames circulate
+// through the bridge until testpmd stops: bounded in count and time.
+func TestVhostUserTestpmdTwoFrontends(t *testing.T) {
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	netnstest.RequireRoot(t)
+	dir := t.TempDir()
+	socks := []string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}
+	cfg := Config{Workers: 1}
+	for i, s := range socks {
+		p, err := ParsePort(fmt.Sprintf("vhost-user:vu%d,socket=%s", i+1, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ports = append(cfg.Ports, p)
+	}
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSwitch(t, sw, nil)
+	pmd := startTestpmdWith(t, "io", 1, "", []string{"--tx-first"}, socks...)
+	a, b := vhostPort(t, sw, "vu1"), vhostPort(t, sw, "vu2")
+	waitFor(t, 60*time.Second, "frames both ways between the two front-ends", func() bool {
+		sa, sb := a.VhostUser.Stats(), b.VhostUser.Stats()
+		return sa.RxPackets > 10000 && sa.TxPackets > 10000 && sb.RxPackets > 10000 && sb.TxPackets > 10000
+	})
+	pmd.stop(t)
+	rep := stop()
+	if rep.Bridge == nil || rep.Bridge.Learned < 2 {
+		t.Errorf("bridge %+v: want both front-ends' MACs learned", rep.Bridge)
+	}
+	for _, vp := range []PortView{a, b} {
+		if s := vp.VhostUser.Stats(); s.BadChains != 0 || s.BrokenRings != 0 {
+			t.Errorf("port %s: %+v", vp.Spec.Name, s)
+		}
+	}
+}
