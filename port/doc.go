@@ -1,7 +1,8 @@
 // Package port defines what softnet's engine moves packets through: a Port
 // with N queues, receiving and transmitting bursts of buffers. Package tun
-// (TUN and TAP devices), package memport (in-memory ports) and package
-// endpoint (applications) implement it; anything else that moves bursts of
+// (TUN and TAP devices), package vhostuser (VMs' virtio-net devices),
+// package memport (in-memory ports) and package endpoint (applications)
+// implement it; anything else that moves bursts of
 // packets can, and is then passed to engine.New like them.
 //
 // A worker polls one RxQueue of every port it serves and owns one TxQueue

@@ -54,8 +54,14 @@ configure them with ip(8) once the switch has created the devices.
 
 A port is kind:NAME[,netns=NS][,dev=IFNAME][,queues=N][,offload=on|off][,gro=on|off]
 [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-[,router=on|off]:
-  kind      tun or tap
+[,router=on|off], or vhost-user:NAME,socket=PATH[,mode=server|client] with
+queues, offload and the port security options:
+  kind      tun or tap, or vhost-user: a VM's virtio-net device, bridged
+            like a tap port, whose front-end (QEMU's -netdev vhost-user,
+            DPDK's virtio-user) connects to the socket the switch listens
+            on at PATH, and may reconnect (a VM that reboots); with
+            mode=client the switch connects to the front-end's socket,
+            and again whenever the front-end listens again
   NAME      the device: created if missing (and removed at exit), else
             attached to and left as found
   netns     a named network namespace (ip netns add NS) to put it in, or
@@ -236,7 +242,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME (or vhost-user:NAME,socket=PATH) with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)

@@ -42,12 +42,13 @@ func RequireTools(t testing.TB, tools ...string) {
 // toolPackages names the Debian package of every external tool the tests
 // and the lab run (.ci/run installs them).
 var toolPackages = map[string]string{
-	"ip":       "iproute2",
-	"iperf3":   "iperf3",
-	"ping":     "iputils-ping",
-	"sockperf": "sockperf",
-	"taskset":  "util-linux",
-	"tcpdump":  "tcpdump",
+	"dpdk-testpmd": "dpdk-dev",
+	"ip":           "iproute2",
+	"iperf3":       "iperf3",
+	"ping":         "iputils-ping",
+	"sockperf":     "sockperf",
+	"taskset":      "util-linux",
+	"tcpdump":      "tcpdump",
 }
 
 // MissingTools returns why the tools cannot be run here, e.g. "needs ping

@@ -12,14 +12,26 @@ import (
 
 	"softnet.dev/program"
 	"softnet.dev/tun"
+	"softnet.dev/vhostuser"
 )
 
 // PortSpec is one --port argument:
 // kind:NAME[,netns=NS][,dev=IFNAME][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
 // [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-// [,router=on|off].
+// [,router=on|off], or vhost-user:NAME,socket=PATH[,mode=server|client] with
+// queues, offload and the port security options.
 type PortSpec struct {
-	TAP     bool
+	// TAP says the port carries Ethernet frames and is bridged: a TAP
+	// device, or with VhostUser a vhost-user port.
+	TAP bool
+	// VhostUser is a vhost-user port (package vhostuser) listening on
+	// Socket for a VM's front-end, instead of a TAP device.
+	VhostUser bool
+	Socket    string
+	// Client: the vhost-user port connects to the front-end's socket
+	// (mode=client) instead of listening on it (mode=server, the
+	// default).
+	Client  bool
 	Name    string
 	NetNS   string // a name as `ip netns` takes it, or a namespace file's absolute path
 	Queues  int    // 0: one per worker
@@ -47,10 +59,19 @@ type PortSpec struct {
 
 func (p PortSpec) String() string {
 	kind := "tun"
-	if p.TAP {
+	switch {
+	case p.VhostUser:
+		kind = "vhost-user"
+	case p.TAP:
 		kind = "tap"
 	}
 	s := kind + ":" + p.Name
+	if p.VhostUser {
+		s += ",socket=" + p.Socket
+		if p.Client {
+			s += ",mode=client"
+		}
+	}
 	if p.NetNS != "" {
 		s += ",netns=" + p.NetNS
 	}
@@ -62,7 +83,7 @@ func (p PortSpec) String() string {
 	}
 	if !p.Offload {
 		s += ",offload=off"
-	} else if !p.GRO {
+	} else if !p.GRO && !p.VhostUser {
 		s += ",gro=off"
 	}
 	if p.IO != tun.IOAuto {
@@ -109,11 +130,13 @@ func ParsePort(s string) (PortSpec, error) {
 	groSet := false
 	switch {
 	case !ok:
-		return spec, fmt.Errorf("port %q: want tun:NAME or tap:NAME", s)
+		return spec, fmt.Errorf("port %q: want tun:NAME, tap:NAME or vhost-user:NAME,socket=PATH", s)
 	case kind == "tap":
 		spec.TAP = true
+	case kind == "vhost-user":
+		spec.TAP, spec.VhostUser, spec.GRO = true, true, false
 	case kind != "tun":
-		return spec, fmt.Errorf("port %q: unknown kind %q (tun or tap)", s, kind)
+		return spec, fmt.Errorf("port %q: unknown kind %q (tun, tap or vhost-user)", s, kind)
 	}
 	fields := strings.Split(rest, ",")
 	spec.Name = fields[0]
@@ -122,7 +145,22 @@ func ParsePort(s string) (PortSpec, error) {
 		if !ok || v == "" {
 			return spec, fmt.Errorf("port %q: option %q: want key=value", s, f)
 		}
+		if spec.VhostUser && (k == "netns" || k == "dev" || k == "gro" || k == "io") {
+			return spec, fmt.Errorf("port %q: %s= applies to tun and tap devices, not to vhost-user ports", s, k)
+		}
 		switch k {
+		case "socket", "mode":
+			if !spec.VhostUser {
+				return spec, fmt.Errorf("port %q: %s= applies to vhost-user ports", s, k)
+			}
+			if k == "socket" {
+				spec.Socket = v
+				break
+			}
+			if v != "server" && v != "client" {
+				return spec, fmt.Errorf("port %q: mode %q: want server or client", s, v)
+			}
+			spec.Client = v == "client"
 		case "netns":
 			spec.NetNS = v
 		case "dev":
@@ -170,8 +208,17 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.MACs = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, dev, queues, offload, gro, io, allow, mac, dhcp-server, router)", s, k)
+			return spec, fmt.Errorf("port %q: unknown option %q (netns, dev, queues, offload, gro, io, allow, mac, dhcp-server, router; socket and mode for vhost-user)", s, k)
 		}
+	}
+	if spec.VhostUser {
+		if spec.Socket == "" {
+			return spec, fmt.Errorf("port %q: a vhost-user port needs socket=PATH", s)
+		}
+		if err := spec.vhostUser(spec.Queues).Validate(); err != nil {
+			return spec, fmt.Errorf("port %q: %w", s, err)
+		}
+		return spec, nil
 	}
 	if !spec.Offload {
 		if groSet && spec.GRO {
@@ -180,7 +227,7 @@ func ParsePort(s string) (PortSpec, error) {
 		spec.GRO = false
 	}
 	// The device's own rules (name, namespace, queues) are package tun's.
-	if err := spec.device(spec.Queues).Validate(); err != nil {
+	if err := spec.validate(spec.Queues); err != nil {
 		return spec, fmt.Errorf("port %q: %w", s, err)
 	}
 	if spec.Dev != "" {
@@ -199,6 +246,21 @@ func (p PortSpec) device(q int) tun.Config {
 		c.Name, c.PortName = p.Dev, p.Name
 	}
 	return c
+}
+
+// vhostUser is the vhost-user port a VhostUser spec opens with q queue
+// pairs.
+func (p PortSpec) vhostUser(q int) vhostuser.Config {
+	return vhostuser.Config{Name: p.Name, Socket: p.Socket, Client: p.Client, Queues: q, Offload: p.Offload}
+}
+
+// validate checks the port's own rules with q queues: package tun's or
+// package vhostuser's.
+func (p PortSpec) validate(q int) error {
+	if p.VhostUser {
+		return p.vhostUser(q).Validate()
+	}
+	return p.device(q).Validate()
 }
 
 // ParseRoute parses a --route value.
@@ -335,6 +397,7 @@ func (cfg *Config) Validate() error {
 		return fmt.Errorf("workers %d: want 1 to %d", cfg.Workers, MaxWorkers)
 	}
 	names := map[string]bool{}
+	sockets := map[string]string{}
 	tap, tun := 0, 0
 	for _, p := range cfg.Ports {
 		// Routes and stats name ports by device name, so names are unique
@@ -343,6 +406,12 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: a port named %s is given twice", p, p.Name))
 		}
 		names[p.Name] = true
+		if p.VhostUser {
+			if other, dup := sockets[p.Socket]; dup {
+				return in(p.at, fmt.Errorf("port %s: port %s listens on socket %s already", p, other, p.Socket))
+			}
+			sockets[p.Socket] = p.Name
+		}
 		if p.TAP {
 			tap++
 		} else {
@@ -351,7 +420,7 @@ func (cfg *Config) Validate() error {
 		if p.Queues != 0 && p.Queues < cfg.Workers {
 			return in(p.at, fmt.Errorf("port %s: %d queues for %d workers: each worker needs a queue of every port", p, p.Queues, cfg.Workers))
 		}
-		if err := p.device(max(p.Queues, cfg.Workers)).Validate(); err != nil {
+		if err := p.validate(max(p.Queues, cfg.Workers)); err != nil {
 			return in(p.at, fmt.Errorf("port %s: %w", p, err))
 		}
 	}

@@ -15,6 +15,7 @@ func FuzzParseConfig(f *testing.F) {
 		"port tun:a,allow=any\nport tun:b,allow=198.18.2.0/24+2001:db8:2::/64\nservice udp-echo:198.18.0.9:7\nfilter deny proto=udp dport=53\n",
 		"route 198.18.1.1/24=a # host bits\nprot x\nworkers 0\n",
 		"port tun:a\x00\nport\n\n#\n",
+		"port tap:t0\nport vhost-user:vm1,socket=/run/vm1.sock,queues=2,mac=02:00:00:00:00:07\nport vhost-user:vm2,socket=/run/vm2.sock,mode=client\n",
 	} {
 		f.Add(s)
 	}

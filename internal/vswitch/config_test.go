@@ -57,6 +57,58 @@ func TestParsePort(t *testing.T) {
 	}
 }
 
+func TestParseVhostUserPort(t *testing.T) {
+	p, err := ParsePort("vhost-user:vm1,socket=/run/softnet/vm1.sock,mac=02:00:00:00:00:07,queues=2,offload=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.VhostUser || !p.TAP || p.Socket != "/run/softnet/vm1.sock" || p.Queues != 2 || p.Offload || len(p.MACs) != 1 {
+		t.Fatalf("%+v", p)
+	}
+	if want := "vhost-user:vm1,socket=/run/softnet/vm1.sock,queues=2,offload=off,mac=02:00:00:00:00:07"; p.String() != want {
+		t.Fatalf("String = %s, want %s", p, want)
+	}
+	if again, err := ParsePort(p.String()); err != nil || again.String() != p.String() {
+		t.Fatalf("round trip: %+v %v", again, err)
+	}
+	for in, want := range map[string]string{
+		"vhost-user:vm1,socket=/a,mode=client": "vhost-user:vm1,socket=/a,mode=client",
+		"vhost-user:vm1,mode=server,socket=/a": "vhost-user:vm1,socket=/a",
+	} {
+		if p, err := ParsePort(in); err != nil || p.String() != want || p.Client != strings.Contains(want, "client") {
+			t.Errorf("ParsePort(%q) = %s, %v; want %s", in, p, err, want)
+		}
+	}
+	for _, bad := range []string{"vhost-user:vm1", "vhost-user:vm1,socket=", "vhost-user:vm1,socket=/a,netns=g",
+		"vhost-user:vm1,socket=/a,gro=on", "vhost-user:vm1,socket=/a,io=uring", "tap:t0,socket=/a",
+		"vhost-user:vm1,socket=/a#b", "vhost-user:vm1,socket=/a,mode=both", "tap:t0,mode=client", "vhost-user:a/b,socket=/a", "vhost-user:vm1,socket=/" + strings.Repeat("x", 120)} {
+		if _, err := ParsePort(bad); err == nil {
+			t.Errorf("ParsePort(%q) accepted", bad)
+		}
+	}
+	// Bridged with TAP ports, one socket each, and never mixed with TUN.
+	cfg := Config{}
+	for _, s := range []string{"tap:t0", "vhost-user:vm1,socket=/run/a.sock", "vhost-user:vm2,socket=/run/a.sock"} {
+		p, err := ParsePort(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ports = append(cfg.Ports, p)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "socket /run/a.sock already") {
+		t.Errorf("two ports on one socket: %v", err)
+	}
+	cfg.Ports[2].Socket = "/run/b.sock"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("tap and vhost-user ports: %v", err)
+	}
+	tun, _ := ParsePort("tun:sn0")
+	cfg.Ports = append(cfg.Ports, tun)
+	if err := cfg.Validate(); err == nil {
+		t.Error("a vhost-user port mixed with a tun port accepted")
+	}
+}
+
 func TestParseRoute(t *testing.T) {
 	r, err := ParseRoute("198.18.1.0/24=sn0")
 	if err != nil || r.Prefix.String() != "198.18.1.0/24" || r.Port != "sn0" {

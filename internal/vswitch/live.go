@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	"softnet.dev/engine"
+	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
+	"softnet.dev/vhostuser"
 )
 
 // Errors of the changes a running switch refuses, for callers that map
@@ -399,10 +401,13 @@ func (sw *Switch) checkPorts(cfg Config) error {
 
 // PortView is one port as the switch runs it.
 type PortView struct {
-	Spec   PortSpec
-	Device *tun.Device
-	Index  int                // the engine's, as in engine.PortStats
-	Policy program.PortPolicy // port security in force, defaults worked out
+	Spec PortSpec
+	// Port is the port itself: Device or VhostUser, whichever it is.
+	Port      port.Port
+	Device    *tun.Device        // nil for a vhost-user port
+	VhostUser *vhostuser.Port    // nil for a TUN or TAP port
+	Index     int                // the engine's, as in engine.PortStats
+	Policy    program.PortPolicy // port security in force, defaults worked out
 }
 
 // Ports returns the switch's ports now, in configuration order.
@@ -412,7 +417,7 @@ func (sw *Switch) Ports() []PortView {
 	out := make([]PortView, len(sw.ports))
 	for i, lp := range sw.ports {
 		pol, _ := sw.chain.sec.Policy(lp.index)
-		out[i] = PortView{Spec: lp.spec, Device: lp.dev, Index: lp.index, Policy: pol}
+		out[i] = PortView{Spec: lp.spec, Port: lp.base(), Device: lp.dev, VhostUser: lp.vhost, Index: lp.index, Policy: pol}
 	}
 	return out
 }

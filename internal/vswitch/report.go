@@ -11,6 +11,7 @@ import (
 	"softnet.dev/engine"
 	"softnet.dev/program"
 	"softnet.dev/tun"
+	"softnet.dev/vhostuser"
 )
 
 // Report is what the switch prints, and writes as JSON, when it stops.
@@ -35,11 +36,15 @@ type Report struct {
 // DeviceStats are one device's counters: softnet's, and the kernel's own
 // since the switch opened it (nil if they could not be read, a deleted
 // device's, with KernelErr saying why).
+// A vhost-user port has no kernel device, and its own counters
+// (VhostUser), the packets, drops and segmentation among them copied
+// into tun.Stats' fields.
 type DeviceStats struct {
 	Port string `json:"port"`
 	tun.Stats
 	Kernel    *tun.KernelStats `json:"kernel,omitempty"`
 	KernelErr string           `json:"kernel_error,omitempty"`
+	VhostUser *vhostuser.Stats `json:"vhost_user,omitempty"`
 }
 
 func newReport(s engine.Stats) *Report {
@@ -110,6 +115,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\noffloads:")
 	for _, d := range r.Devices {
+		if v := d.VhostUser; v != nil {
+			fmt.Fprintf(w, "  %s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications\n",
+				d.Port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls)
+			continue
+		}
 		fmt.Fprintf(w, "  %s: GSO in %d, GSO out %d, segmented %d into %d, checksums finished %d, coalesced %d from %d packets\n",
 			d.Port, d.GSOIn, d.GSOOut, d.Segmented, d.Segments, d.CsumFinished, d.Coalesced, d.CoalescedSegs)
 	}
@@ -129,13 +139,22 @@ func (r *Report) WriteText(w io.Writer) error {
 // guest sent that its device's queue had no room for never reached
 // softnet, and shows only here.
 func (r *Report) writeKernel(w io.Writer) error {
-	if len(r.Devices) == 0 {
+	kernel := 0
+	for _, d := range r.Devices {
+		if d.VhostUser == nil {
+			kernel++
+		}
+	}
+	if kernel == 0 {
 		return nil
 	}
 	fmt.Fprintln(w, "\ndevices, as the kernel counts them (TX: from the guest toward softnet; TX dropped: the device's queue was full):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  port\ttx packets\ttx dropped\trx packets\trx dropped\terrors")
 	for _, d := range r.Devices {
+		if d.VhostUser != nil {
+			continue // no kernel device
+		}
 		if k := d.Kernel; k != nil {
 			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\n", d.Port, k.TxPackets, k.TxDropped, k.RxPackets, k.RxDropped, k.RxErrors+k.TxErrors)
 		} else {

@@ -17,6 +17,7 @@ import (
 	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
+	"softnet.dev/vhostuser"
 )
 
 // stopTimeout bounds how long Close waits for the workers once told to
@@ -200,8 +201,9 @@ type Switch struct {
 // livePort is one of the switch's ports.
 type livePort struct {
 	spec    PortSpec
-	dev     *tun.Device
-	port    port.Port       // dev, or its txthread wrapper
+	dev     *tun.Device     // nil for a vhost-user port
+	vhost   *vhostuser.Port // nil for a TUN or TAP port
+	port    port.Port       // dev or vhost, or its txthread wrapper
 	index   int             // the engine's
 	kernel0 tun.KernelStats // the device's kernel counters at open
 }
@@ -295,8 +297,19 @@ func (sw *Switch) open() error {
 	return nil
 }
 
+// base is the port itself, without a wrapper.
+func (lp *livePort) base() port.Port {
+	if lp.vhost != nil {
+		return lp.vhost
+	}
+	return lp.dev
+}
+
 // openPort opens the device of spec, as dc says, and logs what it got.
 func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
+	if spec.VhostUser {
+		return sw.openVhostUser(spec, dc.Queues)
+	}
 	dc.Log = sw.log // link down and up, MTU changes
 	d, err := tun.Open(dc)
 	if err != nil {
@@ -324,6 +337,19 @@ func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
 	}
 	sw.log.Info("port", attrs...)
 	return lp, nil
+}
+
+// openVhostUser opens a vhost-user port with q queue pairs: its socket
+// listens from here on, for a VM's front-end to connect.
+func (sw *Switch) openVhostUser(spec PortSpec, q int) (*livePort, error) {
+	cfg := spec.vhostUser(q)
+	cfg.Log = sw.log
+	vp, err := vhostuser.Listen(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
+	}
+	sw.log.Info("port", "spec", spec.String(), "info", vp.Info().String(), "socket", vp.Socket())
+	return &livePort{spec: spec, vhost: vp, port: vp}, nil
 }
 
 // deviceError is tun.Open's error, which is ErrDevice too.
@@ -438,7 +464,7 @@ func (sw *Switch) Engine() *engine.Engine { return sw.engine }
 func (sw *Switch) Pool() *buffer.Pool { return sw.pool }
 
 // Devices returns the switch's TUN/TAP devices now, in the order of its
-// ports.
+// ports; nil stands for a vhost-user port.
 func (sw *Switch) Devices() []*tun.Device {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -561,6 +587,16 @@ func (sw *Switch) Stats() *Report {
 	rep := newReport(sw.engine.Stats())
 	rep.Learning, rep.Bridge = sw.Learning(), sw.BridgeStats()
 	for _, lp := range sw.ports {
+		if lp.vhost != nil {
+			// The counters a TAP device has too go where its are, so
+			// that every view (drops, metrics) shows them alike.
+			vs := lp.vhost.Stats()
+			rep.Devices = append(rep.Devices, DeviceStats{Port: lp.vhost.Info().Name, VhostUser: &vs, Stats: tun.Stats{
+				RxPackets: vs.RxPackets, RxBytes: vs.RxBytes, TxPackets: vs.TxPackets, TxBytes: vs.TxBytes,
+				RxDrops: vs.RxDrops, TxDrops: vs.TxDrops, Segmented: vs.Segmented,
+			}})
+			continue
+		}
 		d := lp.dev
 		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
 		// A device's queue loses packets before softnet can count them:

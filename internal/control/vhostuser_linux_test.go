@@ -1,0 +1,71 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"softnet.dev/internal/vswitch"
+)
+
+// vhost-user ports are added and removed live through the API, like TAP
+// ports: a switch that starts with no port takes them, and the port's
+// socket exists while the port does.
+func TestAPIVhostUserPort(t *testing.T) {
+	dir := t.TempDir()
+	sw, err := vswitch.Open(vswitch.Config{}, vswitch.Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ls := &liveSwitch{sw: sw, socket: filepath.Join(dir, "softnet.sock")}
+	ln, err := Listen(ls.socket, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.srv, ls.served = NewServer(sw, slog.New(slog.NewTextHandler(io.Discard, nil))), make(chan error, 1)
+	go func() { ls.served <- ls.srv.Serve(ln) }()
+	t.Cleanup(func() { ls.stop(t, nil) })
+	ls.client = NewClient(ls.socket)
+	ctx := context.Background()
+
+	vsock := filepath.Join(dir, "vm1.sock")
+	var added Port
+	if err := ls.client.Post(ctx, "/v1/ports", map[string]string{"spec": "vhost-user:vm1,socket=" + vsock + ",mac=02:00:00:00:00:07"}, &added); err != nil {
+		t.Fatal(err)
+	}
+	if added.Name != "vm1" || added.Created || added.MACs != "02:00:00:00:00:07" || !strings.HasPrefix(added.Spec, "vhost-user:vm1,socket="+vsock) || !strings.Contains(added.Info, "L2") {
+		t.Errorf("added port %+v", added)
+	}
+	if fi, err := os.Stat(vsock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("the port's socket: %v, %v", fi, err)
+	}
+	// A second port on the same socket is refused; one of a kind the
+	// switch does not bridge too.
+	for _, spec := range []string{"vhost-user:vm2,socket=" + vsock, "tun:ct9"} {
+		var refused *RefusedError
+		if err := ls.client.Post(ctx, "/v1/ports", map[string]string{"spec": spec}, &added); !errors.As(err, &refused) || refused.Status != 400 {
+			t.Errorf("port add %s: %v", spec, err)
+		}
+	}
+	var rep vswitch.Report
+	if err := ls.client.Get(ctx, "/v1/stats", &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Devices) != 1 || rep.Devices[0].VhostUser == nil || rep.Devices[0].VhostUser.Connected {
+		t.Errorf("stats' devices %+v", rep.Devices)
+	}
+	if err := ls.client.Delete(ctx, "/v1/ports/vm1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(vsock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket of a removed port: %v", err)
+	}
+}

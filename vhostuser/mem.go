@@ -1,0 +1,111 @@
+//go:build linux
+
+package vhostuser
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// region is one mapped part of the guest's memory.
+type region struct {
+	memRegion
+	mapping []byte // the whole mmap, from file offset 0
+	data    []byte // the region: mapping[MmapOffset:][:Size]
+}
+
+// memTable is the guest's memory as SET_MEM_TABLE gave it. It is
+// immutable once built; a new table replaces it whole, after every ring
+// stopped using the old one.
+type memTable struct {
+	regions []region
+}
+
+// mapMemTable maps each region's file once. It takes ownership of fds,
+// which it closes: the mappings keep the memory.
+func mapMemTable(regions []memRegion, fds []int) (*memTable, error) {
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if len(fds) != len(regions) {
+		return nil, fmt.Errorf("set mem table: %d regions but %d file descriptors", len(regions), len(fds))
+	}
+	t := &memTable{}
+	for i, r := range regions {
+		length := r.MmapOffset + r.Size
+		if length > 1<<48 {
+			t.unmap()
+			return nil, fmt.Errorf("set mem table: region %d: %d bytes is more than this back-end maps", i, length)
+		}
+		// A hugetlbfs file is mapped in whole huge pages, and unmapped
+		// only so: round up to the file's block size.
+		var st unix.Stat_t
+		if err := unix.Fstat(fds[i], &st); err != nil {
+			t.unmap()
+			return nil, fmt.Errorf("set mem table: region %d: fstat: %w", i, err)
+		}
+		// Memory past the end of the file would fault (SIGBUS) when
+		// touched, which would take the whole process down: the region
+		// must lie inside the file. (A front-end that shrinks the file
+		// later can still do that; sealing it is the front-end's part.)
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) < length {
+			t.unmap()
+			return nil, fmt.Errorf("set mem table: region %d: offset %d + size %d is past the end of its file (%d bytes)", i, r.MmapOffset, r.Size, st.Size)
+		}
+		mapped := length
+		if bs := uint64(st.Blksize); bs > 0 && bs&(bs-1) == 0 {
+			mapped = (length + bs - 1) &^ (bs - 1)
+		}
+		m, err := unix.Mmap(fds[i], 0, int(mapped), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.unmap()
+			return nil, fmt.Errorf("set mem table: region %d: mmap %d bytes: %w", i, mapped, err)
+		}
+		t.regions = append(t.regions, region{memRegion: r, mapping: m, data: m[r.MmapOffset:length:length]})
+	}
+	return t, nil
+}
+
+// unmap releases the mappings. Nothing may use the table after.
+func (t *memTable) unmap() {
+	if t == nil {
+		return
+	}
+	for i := range t.regions {
+		_ = unix.Munmap(t.regions[i].mapping)
+		t.regions[i] = region{}
+	}
+	t.regions = nil
+}
+
+// guest returns the n bytes at guest physical address addr, or nil if
+// they are not all inside one region. The arithmetic cannot overflow:
+// addr-GuestAddr is below Size, and n is compared with what is left.
+func (t *memTable) guest(addr uint64, n uint32) []byte {
+	for i := range t.regions {
+		r := &t.regions[i]
+		if addr >= r.GuestAddr {
+			if off := addr - r.GuestAddr; off < r.Size && uint64(n) <= r.Size-off {
+				return r.data[off : off+uint64(n) : off+uint64(n)]
+			}
+		}
+	}
+	return nil
+}
+
+// user is guest for an address in the front-end's own address space,
+// where SET_VRING_ADDR's addresses are.
+func (t *memTable) user(addr, n uint64) []byte {
+	for i := range t.regions {
+		r := &t.regions[i]
+		if addr >= r.UserAddr {
+			if off := addr - r.UserAddr; off < r.Size && n <= r.Size-off {
+				return r.data[off : off+n : off+n]
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+//go:build linux
+
+package vhostuser
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+	"softnet.dev/internal/counter"
+	"softnet.dev/packet"
+	"softnet.dev/port"
+)
+
+// Port is a vhost-user back-end for one virtio-net device: a port.Port
+// with an L2 queue pair per virtqueue pair.
+type Port struct {
+	cfg   Config
+	info  port.Info
+	log   *slog.Logger
+	ln    *net.UnixListener // nil in client mode
+	stop  chan struct{}     // closed by Close
+	rings []*vring          // 2 per queue pair: even toward the guest, odd from it
+	rxqs  []*rxQueue
+	txqs  []*txQueue
+	wg    sync.WaitGroup
+
+	// Control-plane state, owned by the serving goroutine; mu guards
+	// conn and mem for Close and Stats.
+	mu        sync.Mutex
+	conn      *net.UnixConn
+	mem       *memTable
+	features  uint64 // acknowledged by the front-end
+	protocol  uint64
+	closed    atomic.Bool
+	connected atomic.Bool
+	connects  atomic.Uint64
+	refused   atomic.Uint64 // messages refused
+	running   atomic.Int32  // rings running
+	// negotiated is features, for Stats.
+	negotiated atomic.Uint64
+}
+
+var _ port.Port = (*Port)(nil)
+
+// Listen creates the port's socket and serves front-ends on it, one at a
+// time: when one goes away (a VM stops or reboots), the rings stop, the
+// guest's memory is unmapped and the next front-end may connect. With
+// Config.Client it connects to the front-end's socket instead, and
+// connects again whenever the front-end goes away.
+func Listen(cfg Config) (*Port, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		return nil, fmt.Errorf("vhost-user %s: virtio 1.x rings are little-endian, and this host is not", cfg.Name)
+	}
+	if cfg.Queues == 0 {
+		cfg.Queues = 1
+	}
+	p := &Port{cfg: cfg, log: cfg.Log}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	p.log = p.log.With("port", cfg.Name)
+	p.info = port.Info{Name: cfg.Name, Layer: packet.L2, Queues: cfg.Queues, MaxFrame: maxFrame}
+	for i := range 2 * cfg.Queues {
+		p.rings = append(p.rings, &vring{index: i, kickFD: -1, callFD: -1})
+	}
+	for i := range cfg.Queues {
+		rq, err := newRxQueue(p, p.rings[2*i+1])
+		if err != nil {
+			p.closeQueues()
+			return nil, fmt.Errorf("vhost-user %s: %w", cfg.Name, err)
+		}
+		p.rxqs = append(p.rxqs, rq)
+		p.txqs = append(p.txqs, newTxQueue(p, p.rings[2*i]))
+	}
+	p.stop = make(chan struct{})
+	if cfg.Client {
+		p.wg.Add(1)
+		go p.serve()
+		return p, nil
+	}
+	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		// A socket file that no one listens on was left by a switch
+		// that was killed: replace it. One that answers is in use.
+		if c, err := net.Dial("unix", cfg.Socket); err == nil {
+			c.Close()
+			p.closeQueues()
+			return nil, fmt.Errorf("vhost-user %s: socket %s: in use by another back-end", cfg.Name, cfg.Socket)
+		}
+		_ = os.Remove(cfg.Socket)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+	if err != nil {
+		p.closeQueues()
+		return nil, fmt.Errorf("vhost-user %s: listen: %w", cfg.Name, err)
+	}
+	p.ln = ln
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+func (p *Port) closeQueues() {
+	for _, q := range p.rxqs {
+		q.close()
+	}
+}
+
+// Info describes the port.
+func (p *Port) Info() port.Info { return p.info }
+
+// RxQueue returns queue pair i's queue from the guest.
+func (p *Port) RxQueue(i int) port.RxQueue {
+	if i < 0 || i >= len(p.rxqs) {
+		return nil
+	}
+	return p.rxqs[i]
+}
+
+// TxQueue returns queue pair i's queue toward the guest.
+func (p *Port) TxQueue(i int) port.TxQueue {
+	if i < 0 || i >= len(p.txqs) {
+		return nil
+	}
+	return p.txqs[i]
+}
+
+// Socket returns the socket's path.
+func (p *Port) Socket() string { return p.cfg.Socket }
+
+// Connected reports whether a front-end is connected.
+func (p *Port) Connected() bool { return p.connected.Load() }
+
+// Close stops serving, disconnects the front-end and removes the socket
+// (in server mode).
+// The port holds no buffers between calls, so c is not used.
+func (p *Port) Close(c *buffer.Cache) error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	close(p.stop)
+	var err error
+	if p.ln != nil {
+		err = p.ln.Close()
+	}
+	p.mu.Lock()
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	p.closeQueues()
+	if err != nil {
+		return fmt.Errorf("vhost-user %s: close: %w", p.cfg.Name, err)
+	}
+	return nil
+}
+
+// Stats are a port's totals over its queues, as last published.
+type Stats struct {
+	RxPackets uint64      `json:"rx_packets"` // packets from the guest
+	RxBytes   uint64      `json:"rx_bytes"`
+	TxPackets uint64      `json:"tx_packets"` // packets to the guest; each segment counts
+	TxBytes   uint64      `json:"tx_bytes"`
+	RxDrops   drop.Counts `json:"rx_drops"`
+	TxDrops   drop.Counts `json:"tx_drops"`
+	// BadChains counts descriptor chains refused (outside the guest's
+	// memory, looping, too long, bad flags or index); BrokenRings the
+	// times a ring was given up until restarted, for an available index
+	// more than a ring ahead or a bad receive chain.
+	BadChains   uint64 `json:"bad_chains"`
+	BrokenRings uint64 `json:"broken_rings"`
+	Calls       uint64 `json:"calls"`     // notifications sent to the guest
+	Segmented   uint64 `json:"segmented"` // GSO packets segmented for a guest without TSO
+	// Connects counts the front-ends that connected; Refused the
+	// messages refused (malformed or naming what does not exist).
+	Connects  uint64 `json:"connects"`
+	Refused   uint64 `json:"refused"`
+	Connected bool   `json:"connected"`
+	// RunningRings counts the virtqueues running now: two per queue
+	// pair the front-end started.
+	RunningRings int `json:"running_rings"`
+	// Features are the virtio feature bits the front-end acknowledged
+	// (of those offered), 0 without one.
+	Features uint64 `json:"features"`
+}
+
+// Stats sums the queues' published counters.
+func (p *Port) Stats() Stats {
+	sum := make([]uint64, numCounters)
+	for _, q := range p.rxqs {
+		q.ctr.pub.AddTo(sum)
+	}
+	for _, q := range p.txqs {
+		q.ctr.pub.AddTo(sum)
+	}
+	s := Stats{
+		RxPackets: sum[cRxPackets], RxBytes: sum[cRxBytes],
+		TxPackets: sum[cTxPackets], TxBytes: sum[cTxBytes],
+		BadChains: sum[cBadChains], BrokenRings: sum[cBrokenRings],
+		Calls: sum[cCalls], Segmented: sum[cSegmented],
+		Connects: p.connects.Load(), Refused: p.refused.Load(), Connected: p.connected.Load(),
+		RunningRings: int(p.running.Load()), Features: p.negotiated.Load(),
+	}
+	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
+	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
+	return s
+}
+
+// Counter indices of a queue's counters.
+const (
+	cRxPackets = iota
+	cRxBytes
+	cTxPackets
+	cTxBytes
+	cBadChains
+	cBrokenRings
+	cCalls
+	cSegmented
+	cRxDrops                                      // + drop.Reason
+	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
+	numCounters = cTxDrops + int(drop.NumReasons)
+)
+
+// counters are one queue's, written by its worker and published at the
+// end of each burst.
+type counters struct {
+	n   []uint64
+	pub counter.Published
+}
+
+func newCounters() counters {
+	return counters{n: make([]uint64, numCounters), pub: counter.NewPublished(numCounters)}
+}
+
+func (c *counters) publish()             { c.pub.Publish(c.n) }
+func (c *counters) rxDrop(r drop.Reason) { c.n[cRxDrops+int(min(r, drop.NumReasons-1))]++ }
+func (c *counters) txDrop(r drop.Reason) { c.n[cTxDrops+int(min(r, drop.NumReasons-1))]++ }
+
+// eventfd helpers: a counter one side writes and the other reads back to
+// zero. eight is the 8-byte count of one, package-level so that a
+// signal allocates nothing.
+var eight = func() (b [8]byte) {
+	binary.NativeEndian.PutUint64(b[:], 1)
+	return b
+}()
+
+func signalFD(fd int) { _, _ = unix.Write(fd, eight[:]) }
+
+// resetFD reads fd's count back to zero, into buf (the caller's, so that
+// it does not escape per call).
+func resetFD(fd int, buf *[8]byte) { _, _ = unix.Read(fd, buf[:]) }
