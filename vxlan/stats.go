@@ -1,0 +1,93 @@
+package vxlan
+
+import (
+	"softnet.dev/drop"
+	"softnet.dev/internal/cacheline"
+	"softnet.dev/internal/counter"
+)
+
+// Stats are a port's totals over its queues, as each queue last
+// published them (once per burst).
+type Stats struct {
+	RxPackets uint64 `json:"rx_packets"` // inner frames received and handed to the worker
+	RxBytes   uint64 `json:"rx_bytes"`   // their length, without the outer headers
+	// TxPackets counts datagrams sent: a frame flooded to three remotes
+	// is three. TxBytes counts their inner frames' bytes.
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	// Flooded counts frames sent to every remote: broadcast, multicast
+	// and destinations not learned (or aged out).
+	Flooded uint64 `json:"flooded"`
+	// RxDrops counts the datagrams the receive queues refused, by
+	// reason: IP_RPFILTER (not from a remote), VXLAN_INVALID_HDR,
+	// VXLAN_VNI_NOT_FOUND, HDR_TRUNC, PKT_TOO_BIG (longer than a
+	// buffer), and NOMEM for a burst cut short by an empty pool (the
+	// datagrams stay in the socket). TxDrops counts datagrams not sent
+	// and frames not encapsulated.
+	RxDrops drop.Counts `json:"rx_drops"`
+	TxDrops drop.Counts `json:"tx_drops"`
+	// Segmented counts the GSO packets from guests split into frames in
+	// software, Segments the frames made; CsumFinished the checksums
+	// finished in software.
+	Segmented    uint64 `json:"segmented"`
+	Segments     uint64 `json:"segments"`
+	CsumFinished uint64 `json:"csum_finished"`
+	// The learned stations: now, learned, moved to another remote, not
+	// learned because the table was full, and aged out.
+	Stations     int    `json:"stations"`
+	Learned      uint64 `json:"learned"`
+	Moved        uint64 `json:"moved"`
+	LearnFull    uint64 `json:"learn_full"`
+	StationsAged uint64 `json:"stations_aged"`
+}
+
+// Counter indices of a queue's counters.
+const (
+	cRxPackets = iota
+	cRxBytes
+	cTxPackets
+	cTxBytes
+	cFlooded
+	cSegmented
+	cSegments
+	cCsumFinished
+	cRxDrops                                      // + drop.Reason
+	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
+	numCounters = cTxDrops + int(drop.NumReasons)
+)
+
+// counters are one queue's: written by its worker only, published at
+// the end of each burst.
+type counters struct {
+	n   []uint64
+	pub counter.Published
+}
+
+func newCounters() counters {
+	return counters{n: cacheline.Make[uint64](numCounters, numCounters), pub: counter.NewPublished(numCounters)}
+}
+
+func (c *counters) publish()             { c.pub.Publish(c.n) }
+func (c *counters) rxDrop(r drop.Reason) { c.n[cRxDrops+int(min(r, drop.NumReasons-1))]++ }
+func (c *counters) txDrop(r drop.Reason) { c.n[cTxDrops+int(min(r, drop.NumReasons-1))]++ }
+
+// statsOf sums the published counters of every queue.
+func statsOf(qs []*counters) Stats {
+	sum := make([]uint64, numCounters)
+	for _, q := range qs {
+		q.pub.AddTo(sum)
+	}
+	s := Stats{
+		RxPackets:    sum[cRxPackets],
+		RxBytes:      sum[cRxBytes],
+		TxPackets:    sum[cTxPackets],
+		TxBytes:      sum[cTxBytes],
+		Flooded:      sum[cFlooded],
+		Segmented:    sum[cSegmented],
+		Segments:     sum[cSegments],
+		CsumFinished: sum[cCsumFinished],
+	}
+	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
+	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
+	return s
+}
