@@ -69,7 +69,7 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
             (ARP_SPOOF, IPV6_NDISC_SPOOF). Default: the prefixes routed to
             a tun port, any on a tap port; allow=any for a guest that
             routes for others
-  mac       tap only: the source MACs the guest may use (MAC_SPOOF),
+  mac       tap and vxlan: the source MACs the guest may use (MAC_SPOOF),
             their EUI-64 link-local addresses allowed too (default any);
             with allow= and no mac=, list fe80::/64 for IPv6 link-local
             traffic (neighbour and router discovery)
@@ -80,6 +80,19 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
             while no port is a router, guests' router solicitations and
             MLDv2/IGMPv3 reports (to ff02::2, ff02::16, 224.0.0.2,
             224.0.0.22) drop as NO_ROUTE instead of reaching every port
+
+A VXLAN overlay port, vxlan:NAME,vni=N,local=IP[:PORT],remote=IP
+[,remote=IP...][,port=N][,netns=NS][,queues=N], is bridged like a tap
+port: guests' frames cross to the remote hosts in UDP (RFC 7348), from a
+socket in netns (the underlay's namespace). Unknown, broadcast and
+multicast destinations go to every remote; the source MACs that arrive
+are learned against their remote (ageing 300 s, at most 4096). port is
+the remotes' UDP port (default 4789, the IANA port; the kernel's vxlan
+uses 8472 unless given dstport 4789); local's port is the one to listen
+on (default: port). Datagrams from other addresses are dropped
+(IP_RPFILTER), as are bad headers (VXLAN_INVALID_HDR) and other VNIs
+(VXLAN_VNI_NOT_FOUND). A kernel peer: ip link add vx0 type vxlan id N
+dstport 4789 local REMOTE remote LOCAL dev ETH, bridged with its guests.
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
@@ -233,7 +246,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME, tap:NAME or vxlan:NAME,vni=N,local=IP,remote=IP (see above) with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
 	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)

@@ -17,8 +17,8 @@ import (
 
 	"softnet.dev/engine"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/port"
 	"softnet.dev/program"
-	"softnet.dev/tun"
 )
 
 // Limits that keep a misbehaving client from holding the server.
@@ -43,9 +43,9 @@ type Server struct {
 	handlers   sync.WaitGroup // requests being answered
 
 	mu        sync.Mutex
-	stopped   bool                 // Shutdown began: no new requests
-	watching  bool                 // a drop watch runs
-	capturing map[*tun.Device]bool // ports with a capture running
+	stopped   bool               // Shutdown began: no new requests
+	watching  bool               // a drop watch runs
+	capturing map[port.Port]bool // ports with a capture running
 }
 
 // endpoint is one method of one path of the API.
@@ -84,7 +84,7 @@ func matches(pattern, path string) bool {
 
 // NewServer returns the API server of sw.
 func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
-	s := &Server{sw: sw, log: log, capturing: map[*tun.Device]bool{}}
+	s := &Server{sw: sw, log: log, capturing: map[port.Port]bool{}}
 	s.stopping, s.endStreams = context.WithCancel(context.Background())
 	endpoints := []endpoint{
 		{"GET", "/v1/stats", s.stats},
@@ -260,8 +260,8 @@ func (s *Server) ports(w http.ResponseWriter, _ *http.Request) {
 
 // portOf is pv as GET /v1/ports shows it, with its state from st.
 func portOf(pv vswitch.PortView, st engine.Stats) Port {
-	d := pv.Device
-	p := Port{Name: d.Info().Name, Spec: pv.Spec.String(), Info: d.Info().String(), Created: d.Created(),
+	info := pv.Port.Info()
+	p := Port{Name: info.Name, Spec: pv.Spec.String(), Info: info.String(), Created: pv.Device != nil && pv.Device.Created(),
 		Allow: pv.Policy.Allow.String(), MACs: program.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}
 	for _, ps := range st.Ports {
@@ -317,7 +317,7 @@ const EndStopped = "switch-stopped"
 
 // claim marks a drop watch (dev nil) or a port's capture as running,
 // or reports that one already is.
-func (s *Server) claim(dev *tun.Device) bool {
+func (s *Server) claim(dev port.Port) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if dev == nil {
@@ -334,7 +334,7 @@ func (s *Server) claim(dev *tun.Device) bool {
 	return true
 }
 
-func (s *Server) release(dev *tun.Device) {
+func (s *Server) release(dev port.Port) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if dev == nil {
@@ -460,7 +460,7 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no port %q", q.Get("port")))
 		return
 	}
-	info := pv.Device.Info()
+	info := pv.Port.Info()
 	o := captureOptions{port: pv.Index, layer: info.Layer}
 	switch q.Get("dir") {
 	case "", "both":
@@ -486,11 +486,11 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !s.claim(pv.Device) {
+	if !s.claim(pv.Port) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("port %s: a capture is already running", info.Name))
 		return
 	}
-	defer s.release(pv.Device)
+	defer s.release(pv.Port)
 	c, err := newCapture(o)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -501,7 +501,7 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 	// same name is another port.
 	present := func() bool {
 		cur, ok := s.portView(info.Name)
-		return ok && cur.Device == pv.Device && cur.Index == pv.Index
+		return ok && cur.Port == pv.Port && cur.Index == pv.Index
 	}
 	if err := eng.SetTap(pv.Index, c); err != nil || !present() {
 		// Removed since the look-up; the tap, if set on a port that took

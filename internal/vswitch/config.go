@@ -12,15 +12,27 @@ import (
 
 	"softnet.dev/program"
 	"softnet.dev/tun"
+	"softnet.dev/vxlan"
 )
 
 // PortSpec is one --port argument:
 // kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
 // [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-// [,router=on|off].
+// [,router=on|off], kind tun or tap; or a VXLAN overlay port,
+// vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...][,port=N]
+// [,netns=NS][,queues=N] and the policy options, whose namespace is the
+// underlay's.
 type PortSpec struct {
-	TAP     bool
-	Name    string
+	TAP  bool
+	Name string
+	// VXLAN is a vxlan: port, which is bridged like a TAP port. Its
+	// overlay is VNI, Local (port 0: DstPort), Remotes and DstPort
+	// (port=; 0: vxlan.DefaultPort).
+	VXLAN   bool
+	VNI     uint32
+	Local   netip.AddrPort
+	Remotes []netip.Addr
+	DstPort uint16
 	NetNS   string
 	Queues  int    // 0: one per worker
 	Offload bool   // default on
@@ -43,19 +55,36 @@ type PortSpec struct {
 
 func (p PortSpec) String() string {
 	kind := "tun"
-	if p.TAP {
+	switch {
+	case p.VXLAN:
+		kind = "vxlan"
+	case p.TAP:
 		kind = "tap"
 	}
 	s := kind + ":" + p.Name
+	if p.VXLAN {
+		s += fmt.Sprintf(",vni=%d,local=", p.VNI)
+		if p.Local.Port() != 0 {
+			s += p.Local.String()
+		} else {
+			s += p.Local.Addr().String()
+		}
+		for _, r := range p.Remotes {
+			s += ",remote=" + r.String()
+		}
+		if p.DstPort != 0 {
+			s += ",port=" + strconv.Itoa(int(p.DstPort))
+		}
+	}
 	if p.NetNS != "" {
 		s += ",netns=" + p.NetNS
 	}
 	if p.Queues > 0 {
 		s += ",queues=" + strconv.Itoa(p.Queues)
 	}
-	if !p.Offload {
+	if !p.VXLAN && !p.Offload {
 		s += ",offload=off"
-	} else if !p.GRO {
+	} else if !p.VXLAN && !p.GRO {
 		s += ",gro=off"
 	}
 	if p.IO != tun.IOAuto {
@@ -99,14 +128,16 @@ type Config struct {
 func ParsePort(s string) (PortSpec, error) {
 	kind, rest, ok := strings.Cut(s, ":")
 	spec := PortSpec{Offload: true, GRO: true}
-	groSet := false
+	groSet, vniSet := false, false
 	switch {
 	case !ok:
-		return spec, fmt.Errorf("port %q: want tun:NAME or tap:NAME", s)
+		return spec, fmt.Errorf("port %q: want tun:NAME, tap:NAME or vxlan:NAME,vni=N,local=IP,remote=IP", s)
 	case kind == "tap":
 		spec.TAP = true
+	case kind == "vxlan":
+		spec.VXLAN = true
 	case kind != "tun":
-		return spec, fmt.Errorf("port %q: unknown kind %q (tun or tap)", s, kind)
+		return spec, fmt.Errorf("port %q: unknown kind %q (tun, tap or vxlan)", s, kind)
 	}
 	fields := strings.Split(rest, ",")
 	spec.Name = fields[0]
@@ -114,6 +145,16 @@ func ParsePort(s string) (PortSpec, error) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || v == "" {
 			return spec, fmt.Errorf("port %q: option %q: want key=value", s, f)
+		}
+		vniSet = vniSet || k == "vni"
+		if handled, err := spec.parseVXLANOption(k, v); handled || err != nil {
+			if err != nil {
+				return spec, fmt.Errorf("port %q: %w", s, err)
+			}
+			continue
+		}
+		if spec.VXLAN && (k == "offload" || k == "gro" || k == "io") {
+			return spec, fmt.Errorf("port %q: %s= applies to tun and tap ports", s, k)
 		}
 		switch k {
 		case "netns":
@@ -152,7 +193,7 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.Allow = &a
 		case "mac":
-			if !spec.TAP {
+			if !spec.l2() {
 				return spec, fmt.Errorf("port %q: mac= applies to tap ports: tun ports carry no MAC addresses", s)
 			}
 			m, err := program.ParseMACs(v)
@@ -161,8 +202,21 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.MACs = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, queues, offload, gro, io, allow, mac, dhcp-server, router)", s, k)
+			opts := "netns, queues, offload, gro, io, allow, mac, dhcp-server, router"
+			if spec.VXLAN {
+				opts = "vni, local, remote, port, netns, queues, allow, mac, dhcp-server, router"
+			}
+			return spec, fmt.Errorf("port %q: unknown option %q (%s)", s, k, opts)
 		}
+	}
+	if spec.VXLAN {
+		if !vniSet {
+			return spec, fmt.Errorf("port %q: vxlan ports need vni=N", s)
+		}
+		if err := spec.validate(max(spec.Queues, 1)); err != nil {
+			return spec, fmt.Errorf("port %q: %w", s, err)
+		}
+		return spec, nil
 	}
 	if !spec.Offload {
 		if groSet && spec.GRO {
@@ -175,6 +229,71 @@ func ParsePort(s string) (PortSpec, error) {
 		return spec, fmt.Errorf("port %q: %w", s, err)
 	}
 	return spec, nil
+}
+
+// parseVXLANOption parses an option of a vxlan: port and reports
+// whether it was one.
+func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
+	switch k {
+	case "vni", "local", "remote", "port":
+		if !p.VXLAN {
+			return true, fmt.Errorf("%s= applies to vxlan ports", k)
+		}
+	default:
+		return false, nil
+	}
+	switch k {
+	case "vni":
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n > vxlan.MaxVNI {
+			return true, fmt.Errorf("vni %q: want 0 to %d", v, vxlan.MaxVNI)
+		}
+		p.VNI = uint32(n)
+	case "local":
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return true, fmt.Errorf("local %q: want IP or IP:PORT ([IPv6]:PORT)", v)
+			}
+			ap = netip.AddrPortFrom(a, 0)
+		}
+		p.Local = ap
+	case "remote":
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return true, fmt.Errorf("remote %q: want an IP address", v)
+		}
+		p.Remotes = append(p.Remotes, a)
+	case "port":
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || n == 0 {
+			return true, fmt.Errorf("port %q: want a UDP port, 1 to 65535", v)
+		}
+		p.DstPort = uint16(n)
+	}
+	return true, nil
+}
+
+// l2 says whether the port carries Ethernet frames (tap, vxlan) and is
+// bridged, rather than IP packets that are routed (tun).
+func (p PortSpec) l2() bool { return p.TAP || p.VXLAN }
+
+// vxlanConfig is the overlay port a vxlan: spec opens with q queues.
+func (p PortSpec) vxlanConfig(q int) vxlan.Config {
+	return vxlan.Config{Name: p.Name, VNI: p.VNI, Local: p.Local, Remotes: p.Remotes, NetNS: p.NetNS, Port: p.DstPort, Queues: q}
+}
+
+// validate checks the port's device or overlay with q queues.
+func (p PortSpec) validate(q int) error {
+	if p.VXLAN {
+		// Routes and reports name it as they name devices.
+		if err := (tun.Config{Name: p.Name}).Validate(); err != nil {
+			return err
+		}
+		return p.vxlanConfig(q).Validate()
+	}
+	return p.device(q).Validate()
 }
 
 // device is the TUN/TAP device the port opens with q queues.
@@ -324,7 +443,7 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: a port named %s is given twice", p, p.Name))
 		}
 		names[p.Name] = true
-		if p.TAP {
+		if p.l2() {
 			tap++
 		} else {
 			tun++
@@ -332,17 +451,17 @@ func (cfg *Config) Validate() error {
 		if p.Queues != 0 && p.Queues < cfg.Workers {
 			return in(p.at, fmt.Errorf("port %s: %d queues for %d workers: each worker needs a queue of every port", p, p.Queues, cfg.Workers))
 		}
-		if err := p.device(max(p.Queues, cfg.Workers)).Validate(); err != nil {
+		if err := p.validate(max(p.Queues, cfg.Workers)); err != nil {
 			return in(p.at, fmt.Errorf("port %s: %w", p, err))
 		}
 	}
 	if tap > 0 && tun > 0 {
-		return fmt.Errorf("mixing tun and tap ports is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
+		return fmt.Errorf("mixing tun ports with tap and vxlan ports is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
 	}
 	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {
 		if tap > 0 {
-			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap ports are bridged by MAC address", rt.Prefix, rt.Port))
+			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap and vxlan ports are bridged by MAC address", rt.Prefix, rt.Port))
 		}
 		if cfg.portIndex(rt.Port) < 0 {
 			return in(rt.at, fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port))

@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	"softnet.dev/engine"
+	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
+	"softnet.dev/vxlan"
 )
 
 // Errors of the changes a running switch refuses, for callers that map
@@ -70,7 +72,7 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 // takes says whether the running switch can take a port of spec's kind:
 // its programs are those of the ports it started with.
 func (sw *Switch) takes(spec PortSpec) error {
-	if spec.TAP && sw.chain.bridge == nil || !spec.TAP && sw.chain.fwd == nil {
+	if spec.l2() && sw.chain.bridge == nil || !spec.l2() && sw.chain.fwd == nil {
 		return fmt.Errorf("port %s: %w: this switch started with ports of the other kind; one that starts with none takes either", spec, ErrRestart)
 	}
 	return nil
@@ -400,7 +402,9 @@ func (sw *Switch) checkPorts(cfg Config) error {
 // PortView is one port as the switch runs it.
 type PortView struct {
 	Spec   PortSpec
-	Device *tun.Device
+	Port   port.Port          // the device or overlay port the engine runs
+	Device *tun.Device        // a tun: or tap: port's device, else nil
+	VXLAN  *vxlan.Port        // a vxlan: port's overlay, else nil
 	Index  int                // the engine's, as in engine.PortStats
 	Policy program.PortPolicy // port security in force, defaults worked out
 }
@@ -412,7 +416,7 @@ func (sw *Switch) Ports() []PortView {
 	out := make([]PortView, len(sw.ports))
 	for i, lp := range sw.ports {
 		pol, _ := sw.chain.sec.Policy(lp.index)
-		out[i] = PortView{Spec: lp.spec, Device: lp.dev, Index: lp.index, Policy: pol}
+		out[i] = PortView{Spec: lp.spec, Port: lp.port, Device: lp.dev, VXLAN: lp.vx, Index: lp.index, Policy: pol}
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
+	"softnet.dev/vxlan"
 )
 
 // stopTimeout bounds how long Close waits for the workers once told to
@@ -90,7 +91,7 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		p.Engine.BusyPoll = DefaultBusyPoll
 	}
 	if len(cfg.Ports) > 0 {
-		p.TAP = cfg.Ports[0].TAP
+		p.TAP = cfg.Ports[0].l2()
 	}
 	p.Live = len(cfg.Ports) < 2
 	for _, spec := range cfg.Ports {
@@ -142,7 +143,7 @@ func portPolicy(i int, spec PortSpec, routes []RouteSpec) program.PortPolicy {
 	switch {
 	case spec.Allow != nil:
 		pol.Allow = *spec.Allow
-	case spec.TAP:
+	case spec.l2():
 		pol.Allow.Any = true
 	default:
 		for _, rt := range routes {
@@ -200,8 +201,9 @@ type Switch struct {
 // livePort is one of the switch's ports.
 type livePort struct {
 	spec    PortSpec
-	dev     *tun.Device
-	port    port.Port       // dev, or its txthread wrapper
+	dev     *tun.Device     // a tun: or tap: port's, else nil
+	vx      *vxlan.Port     // a vxlan: port's, else nil
+	port    port.Port       // dev or vx, or its txthread wrapper
 	index   int             // the engine's
 	kernel0 tun.KernelStats // the device's kernel counters at open
 }
@@ -296,7 +298,16 @@ func (sw *Switch) open() error {
 }
 
 // openPort opens the device of spec, as dc says, and logs what it got.
+// A vxlan: port opens its sockets instead, with dc's queues.
 func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
+	if spec.VXLAN {
+		vx, err := vxlan.Open(spec.vxlanConfig(dc.Queues))
+		if err != nil {
+			return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
+		}
+		sw.log.Info("port", "spec", spec.String(), "info", vx.Info().String())
+		return &livePort{spec: spec, vx: vx, port: vx}, nil
+	}
 	dc.Log = sw.log // link down and up, MTU changes
 	d, err := tun.Open(dc)
 	if err != nil {
@@ -437,14 +448,16 @@ func (sw *Switch) Engine() *engine.Engine { return sw.engine }
 // Pool returns the switch's buffer pool.
 func (sw *Switch) Pool() *buffer.Pool { return sw.pool }
 
-// Devices returns the switch's TUN/TAP devices now, in the order of its
-// ports.
+// Devices returns the switch's TUN/TAP devices now, in the order of their
+// ports (a vxlan: port has none).
 func (sw *Switch) Devices() []*tun.Device {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	out := make([]*tun.Device, len(sw.ports))
-	for i, lp := range sw.ports {
-		out[i] = lp.dev
+	var out []*tun.Device
+	for _, lp := range sw.ports {
+		if lp.dev != nil {
+			out = append(out, lp.dev)
+		}
 	}
 	return out
 }
@@ -561,6 +574,10 @@ func (sw *Switch) Stats() *Report {
 	rep := newReport(sw.engine.Stats())
 	rep.Learning, rep.Bridge = sw.Learning(), sw.BridgeStats()
 	for _, lp := range sw.ports {
+		if lp.vx != nil {
+			rep.Devices = append(rep.Devices, vxlanStats(lp.vx))
+			continue
+		}
 		d := lp.dev
 		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
 		// A device's queue loses packets before softnet can count them:
