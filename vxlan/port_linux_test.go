@@ -388,28 +388,6 @@ func TestPortSteadyAllocs(t *testing.T) {
 	}
 }
 
-// tcpFrame returns an Ethernet frame with a TCP/IPv4 segment of payload
-// bytes whose checksum field holds only the pseudo-header sum, as a
-// guest with checksum offload leaves it (virtio-net NEEDS_CSUM).
-func tcpFrame(payload int) []byte {
-	src, dst := netip.MustParseAddr("198.18.9.1"), netip.MustParseAddr("198.18.9.2")
-	b := make([]byte, 14+20+20+payload)
-	n := packet.PutEthernet(b, macB, macA, packet.EtherTypeIPv4)
-	n += packet.PutIPv4(b[n:], src, dst, 6, 64, 20+payload)
-	tcp := b[n:]
-	binary.BigEndian.PutUint16(tcp[0:], 40000)
-	binary.BigEndian.PutUint16(tcp[2:], 5001)
-	binary.BigEndian.PutUint32(tcp[4:], 1)
-	tcp[12] = 5 << 4
-	tcp[13] = 0x18 // ACK, PSH
-	binary.BigEndian.PutUint16(tcp[14:], 65535)
-	binary.BigEndian.PutUint16(tcp[16:], uint16(packet.PseudoHeaderChecksum(6, src, dst, 20+payload)))
-	for i := range payload {
-		tcp[20+i] = byte(i * 7)
-	}
-	return b
-}
-
 // Packets a guest's TAP device hands over with offloads, a TSO packet
 // and one with a partial checksum (shared, as a flooded buffer is),
 // leave as frames whose checksums verify on the far side; the shared

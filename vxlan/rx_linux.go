@@ -180,6 +180,9 @@ func (q *rxQueue) accept(b *buffer.Buf, i int, now int64) (bool, drop.Reason) {
 	if !b.SetData(off+HeaderLen, len(inner)) {
 		return false, drop.PktTooBig
 	}
+	if finishPartial(inner) {
+		q.ctr.n[cRxCsumFinished]++
+	}
 	q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), remote, now)
 	return true, drop.NotSpecified
 }

@@ -27,11 +27,14 @@ type Stats struct {
 	RxDrops drop.Counts `json:"rx_drops"`
 	TxDrops drop.Counts `json:"tx_drops"`
 	// Segmented counts the GSO packets from guests split into frames in
-	// software, Segments the frames made; CsumFinished the checksums
-	// finished in software.
-	Segmented    uint64 `json:"segmented"`
-	Segments     uint64 `json:"segments"`
-	CsumFinished uint64 `json:"csum_finished"`
+	// software, Segments the frames made; CsumFinished the guests'
+	// checksums finished in software, RxCsumFinished those of frames
+	// received with only their pseudo-header sum in the checksum field
+	// (a peer's checksum offload over a veth underlay).
+	Segmented      uint64 `json:"segmented"`
+	Segments       uint64 `json:"segments"`
+	CsumFinished   uint64 `json:"csum_finished"`
+	RxCsumFinished uint64 `json:"rx_csum_finished"`
 	// The learned stations: now, learned, moved to another remote, not
 	// learned because the table was full, and aged out.
 	Stations     int    `json:"stations"`
@@ -51,6 +54,7 @@ const (
 	cSegmented
 	cSegments
 	cCsumFinished
+	cRxCsumFinished
 	cRxDrops                                      // + drop.Reason
 	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
 	numCounters = cTxDrops + int(drop.NumReasons)
@@ -86,6 +90,8 @@ func statsOf(qs []*counters) Stats {
 		Segmented:    sum[cSegmented],
 		Segments:     sum[cSegments],
 		CsumFinished: sum[cCsumFinished],
+
+		RxCsumFinished: sum[cRxCsumFinished],
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
