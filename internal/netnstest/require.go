@@ -42,6 +42,7 @@ func RequireTools(t testing.TB, tools ...string) {
 // toolPackages names the Debian package of every external tool the tests
 // and the lab run (.ci/run installs them).
 var toolPackages = map[string]string{
+	"ethtool":  "ethtool",
 	"ip":       "iproute2",
 	"iperf3":   "iperf3",
 	"ping":     "iputils-ping",
