@@ -294,3 +294,35 @@ func TestFinishPartial(t *testing.T) {
 		t.Errorf("%v allocs", n)
 	}
 }
+
+// No ICMP error answers an ICMP error, and a frame within the MTU or an
+// IPv4 packet without DF is not dropped.
+func TestTooBigRules(t *testing.T) {
+	dst := make([]byte, tooBigRoom)
+	if d, n := tooBig(dst, frame(macB, macA, 1, 2, 100), 1450); d || n != 0 {
+		t.Error("a frame that fits was dropped")
+	}
+	big := frame(macB, macA, 1, 2, 1500)
+	if d, n := tooBig(dst, big, 1450); !d || n == 0 {
+		t.Error("a DF packet too big got no error")
+	}
+	big[14+6] = 0
+	if d, n := tooBig(dst, big, 1450); d || n != 0 {
+		t.Error("a packet without DF was dropped")
+	}
+	icmpErr := frame(macB, macA, 1, 2, 1500)
+	icmpErr[14+9] = packet.ProtoICMP
+	icmpErr[14+20] = 3 // destination unreachable
+	packet.SetIPv4HeaderChecksum(icmpErr[14:34])
+	if d, n := tooBig(dst, icmpErr, 1450); !d || n != 0 {
+		t.Errorf("an ICMP error: drop %v, answered with %d bytes", d, n)
+	}
+	echo := bytes.Clone(icmpErr)
+	echo[14+20] = 8
+	if d, n := tooBig(dst, echo, 1450); !d || n == 0 {
+		t.Error("an echo request got no error")
+	}
+	if n := testing.AllocsPerRun(100, func() { tooBig(dst, echo, 1450) }); n != 0 {
+		t.Errorf("%v allocs", n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
+	"softnet.dev/drop"
 	"softnet.dev/internal/netns"
 	"softnet.dev/packet"
 	"softnet.dev/port"
@@ -31,9 +32,13 @@ type Port struct {
 	cfg     Config
 	info    port.Info
 	remotes []netip.Addr
-	fdb     *fdb
-	rx      []*rxQueue
-	tx      []*txQueue
+	// mtu is the inner IP MTU: the underlay's path MTU to the remotes
+	// (the least, when the port opened) less the encapsulation; 0 if
+	// no remote had a route then.
+	mtu int
+	fdb *fdb
+	rx  []*rxQueue
+	tx  []*txQueue
 
 	closeMu sync.Mutex
 	closed  atomic.Bool
@@ -61,7 +66,8 @@ func Open(cfg Config) (*Port, error) {
 		fdb:     newFDB(cfg.MaxEntries, cfg.AgeingTime),
 	}
 	err := netns.Do(cfg.NetNS, func() error {
-		for range cfg.Queues {
+		p.mtu = p.innerMTU()
+		for i := range cfg.Queues {
 			rfd, err := p.openUDP()
 			if err != nil {
 				return err
@@ -71,7 +77,7 @@ func Open(cfg Config) (*Port, error) {
 			if err != nil {
 				return err
 			}
-			p.tx = append(p.tx, newTxQueue(p, tfd))
+			p.tx = append(p.tx, newTxQueue(p, tfd, p.rx[i]))
 		}
 		return nil
 	})
@@ -87,6 +93,40 @@ func (p *Port) family() int {
 	}
 	return unix.AF_INET6
 }
+
+// innerMTU returns the largest inner IP packet the underlay carries
+// without fragmenting the outer one, toward every remote the
+// namespace has a route to: the kernel's path MTU (the route's, or its
+// device's) less the outer IP, UDP and VXLAN headers and the inner
+// Ethernet header. It returns 0 if no remote has a route.
+func (p *Port) innerMTU() int {
+	overhead, level, opt := OverheadV4, unix.IPPROTO_IP, unix.IP_MTU
+	if p.family() == unix.AF_INET6 {
+		overhead, level, opt = OverheadV6, unix.IPPROTO_IPV6, unix.IPV6_MTU
+	}
+	least := 0
+	for _, r := range p.remotes {
+		fd, err := unix.Socket(p.family(), unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		if err != nil {
+			continue
+		}
+		if unix.Connect(fd, sockaddr(r, p.cfg.Port)) == nil {
+			if mtu, err := unix.GetsockoptInt(fd, level, opt); err == nil && (least == 0 || mtu < least) {
+				least = mtu
+			}
+		}
+		unix.Close(fd)
+	}
+	if least <= overhead {
+		return 0
+	}
+	return least - overhead
+}
+
+// MTU returns the inner IP MTU the port found when it opened: the
+// largest IP packet a guest may send through it whole (0: unknown).
+// Guests should be given it.
+func (p *Port) MTU() int { return p.mtu }
 
 // openUDP opens a receiving socket bound to the local address and port.
 func (p *Port) openUDP() (int, error) {
@@ -202,6 +242,13 @@ func (p *Port) Close(c *buffer.Cache) error {
 	defer p.closeMu.Unlock()
 	if p.closed.Swap(true) {
 		return nil
+	}
+	for _, q := range p.rx {
+		if c != nil {
+			c.DropBulk(q.pending, drop.QueuePurge)
+		}
+		clear(q.pending)
+		q.pending = q.pending[:0]
 	}
 	return p.closeSockets()
 }

@@ -441,3 +441,68 @@ func TestPortFinishesOffloads(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// frame6 is frame over IPv6.
+func frame6(dst, src [6]byte, payload int) []byte {
+	b := make([]byte, 14+40+8+payload)
+	n := packet.PutEthernet(b, dst, src, packet.EtherTypeIPv6)
+	a, z := netip.MustParseAddr("2001:db8:9::1"), netip.MustParseAddr("2001:db8:9::2")
+	packet.PutUDP(b[n:], netip.AddrPortFrom(a, 1), netip.AddrPortFrom(z, 2), b[n+48:])
+	return b
+}
+
+// Over an underlay with a 1500-byte MTU, the inner MTU is 1450: a larger
+// IPv4 packet with DF, or IPv6 packet, is dropped as PKT_TOO_BIG and
+// its sender gets "fragmentation needed" or "packet too big" from the
+// destination, through the port's own receive queue; one without DF is
+// sent all the same (the outer packet fragmented), and so is one that
+// fits.
+func TestPortTooBig(t *testing.T) {
+	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	ns := underlay(t, a, b)
+	if out, err := ns.Exec("ip", "link", "set", "lo", "mtu", "1500"); err != nil {
+		t.Fatal(err, out)
+	}
+	_, c := newPool(t)
+	pa := openPort(t, Config{Name: "a", VNI: 9, Local: netip.AddrPortFrom(a, 0), Remotes: []netip.Addr{b}, NetNS: ns.Name})
+	pb := openPort(t, Config{Name: "b", VNI: 9, Local: netip.AddrPortFrom(b, 0), Remotes: []netip.Addr{a}, NetNS: ns.Name})
+	if pa.MTU() != 1450 {
+		t.Fatalf("inner MTU %d, want 1450", pa.MTU())
+	}
+	fits := frame(macB, macA, 1, 2, 1450-28)
+	big := frame(macB, macA, 1, 2, 1451-28)
+	noDF := bytes.Clone(big)
+	noDF[14+6] = 0
+	packet.SetIPv4HeaderChecksum(noDF[14:34])
+	big6 := frame6(macB, macA, 1451-48)
+	if n := send(t, c, pa, big, big6, fits, noDF); n != 2 {
+		t.Fatalf("sent %d of 4, want the two that fit or may be fragmented", n)
+	}
+	got := receive(t, c, pb, 2)
+	if !bytes.Equal(got[0], fits) || !bytes.Equal(got[1], noDF) {
+		t.Fatal("frames that fit or may be fragmented differ")
+	}
+	errs := receive(t, c, pa, 2)
+	for i, e := range errs {
+		var h packet.Headers
+		if ok, reason := packet.Parse(e, packet.L2, &h); !ok {
+			t.Fatalf("error %d: %v", i, reason)
+		}
+		icmp := e[h.L4Off : h.L3Off+h.L3Len]
+		wantSrc, typ, mtu := "198.18.9.2", byte(3), binary.BigEndian.Uint16(icmp[6:8])
+		sum := packet.Checksum(icmp, 0)
+		if i == 1 {
+			wantSrc, typ, mtu = "2001:db8:9::2", 2, uint16(binary.BigEndian.Uint32(icmp[4:8]))
+			sum = packet.Checksum(icmp, packet.PseudoHeaderChecksum(packet.ProtoICMPv6, h.SrcIP, h.DstIP, len(icmp)))
+		}
+		if h.Src != macB || h.Dst != macA || h.SrcIP.String() != wantSrc || icmp[0] != typ || mtu != 1450 || sum != 0 {
+			t.Errorf("error %d: %v → %v, type %d, MTU %d, checksum left %#x", i, h.SrcIP, h.DstIP, icmp[0], mtu, sum)
+		}
+		if quoted := icmp[8:]; !bytes.Equal(quoted[:40], [][]byte{big, big6}[i][14:54]) {
+			t.Errorf("error %d does not quote the packet", i)
+		}
+	}
+	if s := pa.Stats(); s.TxDrops[drop.PktTooBig] != 2 || s.TooBig != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}

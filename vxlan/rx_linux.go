@@ -37,8 +37,13 @@ type rxQueue struct {
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6 // large enough for either family
 	learn pending
-	ctr   counters
-	_     [cacheline.Size]byte
+	// pending are ICMP errors the queue's transmit side made for guests
+	// whose packets were too big, handed over first by the next Receive
+	// on the same worker; notify has the worker poll the queue for them.
+	pending []*buffer.Buf
+	notify  func()
+	ctr     counters
+	_       [cacheline.Size]byte
 }
 
 var (
@@ -49,11 +54,12 @@ var (
 func newRxQueue(p *Port, fd int) *rxQueue {
 	q := &rxQueue{
 		p: p, fd: fd, vni: p.cfg.VNI,
-		bufs:  make([]*buffer.Buf, maxBurst),
-		msgs:  make([]unix.Mmsghdr, maxBurst),
-		iovs:  make([]unix.Iovec, maxBurst),
-		names: make([]unix.RawSockaddrInet6, maxBurst),
-		ctr:   newCounters(),
+		bufs:    make([]*buffer.Buf, maxBurst),
+		msgs:    make([]unix.Mmsghdr, maxBurst),
+		iovs:    make([]unix.Iovec, maxBurst),
+		names:   make([]unix.RawSockaddrInet6, maxBurst),
+		pending: make([]*buffer.Buf, 0, maxPendingErrors),
+		ctr:     newCounters(),
 	}
 	for _, r := range p.remotes {
 		if r.Is4() {
@@ -86,14 +92,30 @@ func (q *rxQueue) syncPool(c *buffer.Cache) {
 	}
 }
 
-// Receive takes buffers for a burst in one bulk get, receives up to as
-// many datagrams with one recvmmsg, and hands over the inner frames of
-// those that are valid, learning their source MACs. Unused buffers go
-// back to the cache.
+// maxPendingErrors bounds the ICMP errors waiting for the next Receive:
+// more in one burst would only repeat themselves.
+const maxPendingErrors = 16
+
+// Receive hands over the ICMP errors waiting, then takes buffers for a
+// burst in one bulk get, receives up to as many datagrams with one
+// recvmmsg, and hands over the inner frames of those that are valid,
+// learning their source MACs. Unused buffers go back to the cache.
 func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if q.p.closed.Load() {
 		return 0, q.p.downError("receive")
 	}
+	k := copy(bufs, q.pending)
+	if k > 0 {
+		rest := copy(q.pending, q.pending[k:])
+		clear(q.pending[rest:])
+		q.pending = q.pending[:rest]
+	}
+	n, err := q.receive(c, bufs[k:])
+	return k + n, err
+}
+
+// receive is Receive's part that reads the socket.
+func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	q.syncPool(c)
 	n := min(len(bufs), maxBurst)
 	if n == 0 {
@@ -219,6 +241,19 @@ func (q *rxQueue) Arm() bool { return false }
 func (q *rxQueue) Disarm() {}
 
 // SetNotify is port.Notifier, so that the worker polls the queue only
-// while its socket is readable or it found datagrams: the socket is its
-// own, so there is never anyone to notify.
-func (q *rxQueue) SetNotify(func()) {}
+// while its socket is readable or it found datagrams, or when the
+// queue's transmit side left it an ICMP error to hand over.
+func (q *rxQueue) SetNotify(notify func()) { q.notify = notify }
+
+// deliver queues an ICMP error the transmit side made, for the next
+// Receive, or reports false if too many wait already.
+func (q *rxQueue) deliver(b *buffer.Buf) bool {
+	if len(q.pending) == cap(q.pending) {
+		return false
+	}
+	q.pending = append(q.pending, b)
+	if q.notify != nil {
+		q.notify()
+	}
+	return true
+}

@@ -35,6 +35,10 @@ type Stats struct {
 	Segments       uint64 `json:"segments"`
 	CsumFinished   uint64 `json:"csum_finished"`
 	RxCsumFinished uint64 `json:"rx_csum_finished"`
+	// TooBig counts the ICMP errors ("fragmentation needed", "packet
+	// too big") sent back toward guests whose packets did not fit the
+	// overlay, each dropped as PKT_TOO_BIG.
+	TooBig uint64 `json:"too_big_errors"`
 	// The learned stations: now, learned, moved to another remote, not
 	// learned because the table was full, and aged out.
 	Stations     int    `json:"stations"`
@@ -55,6 +59,7 @@ const (
 	cSegments
 	cCsumFinished
 	cRxCsumFinished
+	cTooBig
 	cRxDrops                                      // + drop.Reason
 	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
 	numCounters = cTxDrops + int(drop.NumReasons)
@@ -92,6 +97,7 @@ func statsOf(qs []*counters) Stats {
 		CsumFinished: sum[cCsumFinished],
 
 		RxCsumFinished: sum[cRxCsumFinished],
+		TooBig:         sum[cTooBig],
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])

@@ -62,16 +62,21 @@ type txQueue struct {
 	counted int32
 	sent    int
 	segs    []*buffer.Buf
-	ctr     counters
-	_       [cacheline.Size]byte
+	// rx is the receive queue of the same index, polled by the same
+	// worker, which hands the ICMP errors this queue makes to guests.
+	rx     *rxQueue
+	mtu    int // Port.mtu
+	errBuf [tooBigRoom]byte
+	ctr    counters
+	_      [cacheline.Size]byte
 }
 
 var _ port.TxQueue = (*txQueue)(nil)
 
-func newTxQueue(p *Port, fd int) *txQueue {
+func newTxQueue(p *Port, fd int, rx *rxQueue) *txQueue {
 	cfg := p.cfg
 	q := &txQueue{
-		p: p, fd: fd, vni: cfg.VNI, dstPort: cfg.Port,
+		p: p, fd: fd, vni: cfg.VNI, dstPort: cfg.Port, rx: rx, mtu: p.mtu,
 		srcPortMin: cfg.SrcPortMin, srcPortMax: cfg.SrcPortMax,
 		msgs:  make([]unix.Mmsghdr, maxMsgs),
 		iovs:  make([]unix.Iovec, 2*maxMsgs),
@@ -218,6 +223,9 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 	case len(f) > MaxFrame:
 		q.drop(c, b, drop.PktTooBig)
 		return
+	case q.mtu > 0 && len(f) > q.mtu+14 && q.tooBig(c, f):
+		q.drop(c, b, drop.PktTooBig)
+		return
 	}
 	var one [1]int32
 	to := one[:]
@@ -257,6 +265,32 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 		q.iovs[2*i+1].SetLen(len(f))
 		q.owner[i] = pi
 	}
+}
+
+// tooBig reports whether frame f must be dropped for not fitting the
+// overlay, and if so, sends its sender the ICMP error that says so,
+// through the receive queue of this worker.
+func (q *txQueue) tooBig(c *buffer.Cache, f []byte) bool {
+	mustDrop, n := tooBig(q.errBuf[:], f, q.mtu)
+	if n == 0 {
+		return mustDrop
+	}
+	class, ok := c.Pool().ClassFor(n)
+	if !ok {
+		return mustDrop
+	}
+	b, err := c.Get(class)
+	if err != nil {
+		return mustDrop
+	}
+	d, _ := b.Append(n)
+	copy(d, q.errBuf[:n])
+	if !q.rx.deliver(b) {
+		c.Consume(b) // not lost: too many errors of this burst wait already
+		return mustDrop
+	}
+	q.ctr.n[cTooBig]++
+	return mustDrop
 }
 
 // flush sends the queued datagrams and frees their buffers.

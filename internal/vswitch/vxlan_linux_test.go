@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,11 @@ const underlayMTU = "1600"
 // newUnderlay makes two hosts joined by a veth pair, with addresses of
 // the family asked for.
 func newUnderlay(t *testing.T, ipv6 bool) (a, b overlayHost) {
+	return newUnderlayMTU(t, ipv6, underlayMTU)
+}
+
+// newUnderlayMTU is newUnderlay with the veths' MTU.
+func newUnderlayMTU(t *testing.T, ipv6 bool, mtu string) (a, b overlayHost) {
 	t.Helper()
 	a = overlayHost{ns: netnstest.New(t), dev: "ua", addr: netip.MustParseAddr("198.18.100.1")}
 	b = overlayHost{ns: netnstest.New(t), dev: "ub", addr: netip.MustParseAddr("198.18.100.2")}
@@ -39,7 +45,7 @@ func newUnderlay(t *testing.T, ipv6 bool) (a, b overlayHost) {
 	if ipv6 {
 		a.addr, b.addr, bits = netip.MustParseAddr("2001:db8:100::1"), netip.MustParseAddr("2001:db8:100::2"), 64
 	}
-	mustExec(t, a.ns, "ip", "link", "add", a.dev, "mtu", underlayMTU, "type", "veth", "peer", "name", b.dev, "mtu", underlayMTU, "netns", b.ns.Name)
+	mustExec(t, a.ns, "ip", "link", "add", a.dev, "mtu", mtu, "type", "veth", "peer", "name", b.dev, "mtu", mtu, "netns", b.ns.Name)
 	for _, h := range []overlayHost{a, b} {
 		mustExec(t, h.ns, "ip", "link", "set", h.dev, "up")
 		h.ns.AddAddr(t, h.dev, netip.PrefixFrom(h.addr, bits))
@@ -128,6 +134,36 @@ func TestVXLANSoftnetToSoftnet(t *testing.T) {
 				}
 				if v.Segmented == 0 {
 					t.Errorf("no TSO packet from the TAP guest was segmented: %+v", v)
+				}
+			}
+		})
+	}
+}
+
+// Over an underlay with a 1500-byte MTU, guests with the usual 1500
+// find the overlay's smaller MTU: their too-big packets are dropped as
+// PKT_TOO_BIG and answered with "fragmentation needed" or "packet too
+// big", and TCP transfers adapt and complete.
+func TestVXLANPathMTU(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	for _, family := range []string{"ipv4", "ipv6"} {
+		t.Run(family, func(t *testing.T) {
+			ha, hb := newUnderlayMTU(t, family == "ipv6", "1500")
+			inner := map[string]string{"ipv4": "1450", "ipv6": "1430"}[family]
+			gs := overlayGuests(t)
+			_, stopA := startOverlaySwitch(t, gs[0], ha, hb)
+			_, stopB := startOverlaySwitch(t, gs[1], hb, ha)
+			ping(t, gs[0], gs[1].v4)
+			out, _ := gs[0].ns.Exec("ping", "-c", "1", "-M", "do", "-s", "1472", "-W", "2", gs[1].v4)
+			if !strings.Contains(out, "mtu = "+inner) {
+				t.Errorf("a 1500-byte ping with DF was not told the MTU %s:\n%s", inner, out)
+			}
+			transfer(t, gs[0], gs[1], gs[1].v4, 5005, 8<<20)
+			transfer(t, gs[1], gs[0], gs[0].v6, 5006, 8<<20)
+			for _, rep := range []*Report{stopA(), stopB()} {
+				v := vxlanStatsOf(t, rep)
+				if v.TooBig == 0 || v.TxDrops[drop.PktTooBig] < v.TooBig {
+					t.Errorf("no too-big errors, or fewer drops than errors: %+v", v)
 				}
 			}
 		})
