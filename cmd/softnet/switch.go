@@ -91,8 +91,11 @@ the remotes' UDP port (default 4789, the IANA port; the kernel's vxlan
 uses 8472 unless given dstport 4789); local's port is the one to listen
 on (default: port). Datagrams from other addresses are dropped
 (IP_RPFILTER), as are bad headers (VXLAN_INVALID_HDR) and other VNIs
-(VXLAN_VNI_NOT_FOUND). A kernel peer: ip link add vx0 type vxlan id N
-dstport 4789 local REMOTE remote LOCAL dev ETH, bridged with its guests.
+(VXLAN_VNI_NOT_FOUND). Guests should have the underlay's MTU less 50
+(70 over IPv6): longer packets are dropped (PKT_TOO_BIG) and answered
+with ICMP "fragmentation needed" / "packet too big". A kernel peer: ip
+link add vx0 type vxlan id N dstport 4789 local REMOTE remote LOCAL dev
+ETH, bridged with its guests.
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
