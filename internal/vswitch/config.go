@@ -456,7 +456,7 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	if tap > 0 && tun > 0 {
-		return fmt.Errorf("mixing tun ports with tap and vxlan ports is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
+		return fmt.Errorf("mixing tun and tap ports (or vxlan ports, bridged like tap ports) is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
 	}
 	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {
