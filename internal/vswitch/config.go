@@ -20,8 +20,8 @@ import (
 // [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
 // [,router=on|off], kind tun or tap; or a VXLAN overlay port,
 // vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...][,port=N]
-// [,netns=NS][,queues=N] and the policy options, whose namespace is the
-// underlay's.
+// [,srcports=MIN-MAX][,netns=NS][,queues=N] and the policy options, whose
+// namespace is the underlay's.
 type PortSpec struct {
 	TAP  bool
 	Name string
@@ -33,11 +33,14 @@ type PortSpec struct {
 	Local   netip.AddrPort
 	Remotes []netip.Addr
 	DstPort uint16
-	NetNS   string
-	Queues  int    // 0: one per worker
-	Offload bool   // default on
-	GRO     bool   // default on with offload; needs it
-	IO      tun.IO // default tun.IOAuto: io_uring where the kernel has it
+	// SrcPorts are the outer source ports (srcports=MIN-MAX; zero:
+	// the kernel's ephemeral range, as vxlan.Config's defaults).
+	SrcPorts [2]uint16
+	NetNS    string
+	Queues   int    // 0: one per worker
+	Offload  bool   // default on
+	GRO      bool   // default on with offload; needs it
+	IO       tun.IO // default tun.IOAuto: io_uring where the kernel has it
 	// Allow is the set of source addresses the guest may send from; nil
 	// is the default: the prefixes routed to a TUN port, any address on
 	// a TAP port (whose guests are bridged, not routed).
@@ -74,6 +77,9 @@ func (p PortSpec) String() string {
 		}
 		if p.DstPort != 0 {
 			s += ",port=" + strconv.Itoa(int(p.DstPort))
+		}
+		if p.SrcPorts != [2]uint16{} {
+			s += fmt.Sprintf(",srcports=%d-%d", p.SrcPorts[0], p.SrcPorts[1])
 		}
 	}
 	if p.NetNS != "" {
@@ -204,7 +210,7 @@ func ParsePort(s string) (PortSpec, error) {
 		default:
 			opts := "netns, queues, offload, gro, io, allow, mac, dhcp-server, router"
 			if spec.VXLAN {
-				opts = "vni, local, remote, port, netns, queues, allow, mac, dhcp-server, router"
+				opts = "vni, local, remote, port, srcports, netns, queues, allow, mac, dhcp-server, router"
 			}
 			return spec, fmt.Errorf("port %q: unknown option %q (%s)", s, k, opts)
 		}
@@ -235,7 +241,7 @@ func ParsePort(s string) (PortSpec, error) {
 // whether it was one.
 func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
 	switch k {
-	case "vni", "local", "remote", "port":
+	case "vni", "local", "remote", "port", "srcports":
 		if !p.VXLAN {
 			return true, fmt.Errorf("%s= applies to vxlan ports", k)
 		}
@@ -271,6 +277,14 @@ func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
 			return true, fmt.Errorf("port %q: want a UDP port, 1 to 65535", v)
 		}
 		p.DstPort = uint16(n)
+	case "srcports":
+		lo, hi, ok := strings.Cut(v, "-")
+		a, aerr := strconv.ParseUint(lo, 10, 16)
+		b, berr := strconv.ParseUint(hi, 10, 16)
+		if !ok || aerr != nil || berr != nil || a == 0 || a > b {
+			return true, fmt.Errorf("srcports %q: want MIN-MAX, 1 <= MIN <= MAX <= 65535", v)
+		}
+		p.SrcPorts = [2]uint16{uint16(a), uint16(b)}
 	}
 	return true, nil
 }
@@ -281,7 +295,8 @@ func (p PortSpec) l2() bool { return p.TAP || p.VXLAN }
 
 // vxlanConfig is the overlay port a vxlan: spec opens with q queues.
 func (p PortSpec) vxlanConfig(q int) vxlan.Config {
-	return vxlan.Config{Name: p.Name, VNI: p.VNI, Local: p.Local, Remotes: p.Remotes, NetNS: p.NetNS, Port: p.DstPort, Queues: q}
+	return vxlan.Config{Name: p.Name, VNI: p.VNI, Local: p.Local, Remotes: p.Remotes, NetNS: p.NetNS, Port: p.DstPort, Queues: q,
+		SrcPortMin: p.SrcPorts[0], SrcPortMax: p.SrcPorts[1]}
 }
 
 // validate checks the port's device or overlay with q queues.
