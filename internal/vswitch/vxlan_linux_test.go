@@ -72,6 +72,17 @@ func (g *guest) addAddrs(t *testing.T) {
 // TAP port with a VXLAN port to the peers, and gives g its addresses.
 func startOverlaySwitch(t *testing.T, g *guest, h overlayHost, peers ...overlayHost) (*Switch, func() *Report) {
 	t.Helper()
+	sw, err := openOverlaySwitch(g, h, peers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSwitch(t, sw, nil)
+	g.addAddrs(t)
+	return sw, stop
+}
+
+// openOverlaySwitch opens the switch startOverlaySwitch runs.
+func openOverlaySwitch(g *guest, h overlayHost, peers ...overlayHost) (*Switch, error) {
 	cfg := Config{Workers: 1}
 	vx := fmt.Sprintf("vxlan:vx,vni=42,local=%s,netns=%s", h.addr, h.ns.Name)
 	for _, p := range peers {
@@ -80,17 +91,11 @@ func startOverlaySwitch(t *testing.T, g *guest, h overlayHost, peers ...overlayH
 	for _, spec := range []string{"tap:" + g.dev + ",netns=" + g.ns.Name, vx} {
 		p, err := ParsePort(spec)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		cfg.Ports = append(cfg.Ports, p)
 	}
-	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runSwitch(t, sw, nil)
-	g.addAddrs(t)
-	return sw, stop
+	return Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // vxlanStatsOf returns the counters of the switch's vxlan port.
@@ -222,6 +227,64 @@ func TestVXLANThreeHosts(t *testing.T) {
 	if got := third().RxPackets - before; got > 20 {
 		t.Errorf("the third host received %d frames of a transfer between the other two", got)
 	}
+}
+
+// The remote host's switch stops in the middle of a transfer and
+// starts again: the local one keeps running, and the transfer resumes
+// through the new switch and arrives intact. The guests' TAP devices
+// are the test's, so that they outlive the switch.
+func TestVXLANRemoteRestart(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	ha, hb := newUnderlay(t, false)
+	gs := overlayGuests(t)
+	for _, g := range gs {
+		mustExec(t, g.ns, "ip", "tuntap", "add", "dev", g.dev, "mode", "tap")
+		mustExec(t, g.ns, "ip", "link", "set", g.dev, "up")
+	}
+	startOverlaySwitch(t, gs[0], ha, hb)
+	swB, stopB := startOverlaySwitch(t, gs[1], hb, ha)
+	ping(t, gs[0], gs[1].v4)
+	var restarted *Switch
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		deadline := time.Now().Add(30 * time.Second)
+		for vxlanCounters(swB.Stats()).RxPackets < 2000 {
+			if time.Now().After(deadline) {
+				t.Error("the transfer never got going")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		stopB()
+		time.Sleep(300 * time.Millisecond) // a gap the sender must retransmit across
+		sw, err := openOverlaySwitch(gs[1], hb, ha)
+		if err != nil {
+			t.Errorf("restart: %v", err)
+			return
+		}
+		runSwitch(t, sw, nil)
+		restarted = sw
+	}()
+	transfer(t, gs[0], gs[1], gs[1].v4, 5005, 128<<20)
+	<-done
+	if restarted == nil {
+		t.Fatal("the remote switch was not restarted")
+	}
+	if rx := vxlanCounters(restarted.Stats()).RxPackets; rx < 1000 {
+		t.Errorf("the restarted switch received only %d frames: the transfer did not resume through it", rx)
+	}
+}
+
+// vxlanCounters returns the counters of the report's vxlan port, or
+// zero: vxlanStatsOf for other goroutines than the test's.
+func vxlanCounters(rep *Report) vxlan.Stats {
+	for _, d := range rep.Devices {
+		if d.VXLAN != nil {
+			return *d.VXLAN
+		}
+	}
+	return vxlan.Stats{}
 }
 
 // kernelPeer makes host h a kernel VXLAN VTEP toward peer, as an
