@@ -46,6 +46,16 @@ type Config struct {
 	SrcPortMin, SrcPortMax uint16
 	MaxEntries             int           // learned stations (default DefaultMaxEntries)
 	AgeingTime             time.Duration // default DefaultAgeingTime
+	// Static are stations whose remote is known (the kernel's `bridge
+	// fdb append MAC dev vx0 dst IP`): never learned over, never aged,
+	// not counted in MaxEntries. Each remote must be one of Remotes.
+	Static []StaticEntry
+}
+
+// StaticEntry is a station behind a remote, as configured.
+type StaticEntry struct {
+	MAC    [6]byte
+	Remote netip.Addr
 }
 
 // withDefaults returns cfg with its zero fields filled in.
@@ -113,6 +123,18 @@ func (cfg Config) Validate() error {
 			return fail("remote %v given twice", r)
 		}
 		seen[r] = true
+	}
+	macs := map[[6]byte]bool{}
+	for _, e := range cfg.Static {
+		switch {
+		case e.MAC[0]&1 != 0 || e.MAC == [6]byte{}:
+			return fail("static entry %x: not a station's MAC (group or zero; the flood list is Remotes)", e.MAC)
+		case !seen[e.Remote]:
+			return fail("static entry %x: %v is not a remote", e.MAC, e.Remote)
+		case macs[e.MAC]:
+			return fail("static entry %x given twice", e.MAC)
+		}
+		macs[e.MAC] = true
 	}
 	return nil
 }

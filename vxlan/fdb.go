@@ -19,6 +19,10 @@ type fdb struct {
 	refresh int64 // ns: how stale an entry's last-seen time may get
 	max     int
 
+	// static are the configured stations, by remote index: looked up
+	// first, never learned over.
+	static map[[6]byte]int32
+
 	mu    sync.Mutex // serializes writers
 	table atomic.Pointer[map[[6]byte]*fdbEntry]
 	// fullUntil is when to try learning again after the table was found
@@ -36,8 +40,8 @@ type fdbEntry struct {
 	seen atomic.Int64
 }
 
-func newFDB(maxEntries int, ageing time.Duration) *fdb {
-	f := &fdb{ageing: int64(ageing), refresh: min(int64(time.Second), max(int64(ageing)/4, 1)), max: maxEntries}
+func newFDB(maxEntries int, ageing time.Duration, static map[[6]byte]int32) *fdb {
+	f := &fdb{ageing: int64(ageing), refresh: min(int64(time.Second), max(int64(ageing)/4, 1)), max: maxEntries, static: static}
 	f.table.Store(&map[[6]byte]*fdbEntry{})
 	return f
 }
@@ -45,6 +49,9 @@ func newFDB(maxEntries int, ageing time.Duration) *fdb {
 // lookup returns the remote mac was learned behind, if it was and has
 // not aged out.
 func (f *fdb) lookup(mac [6]byte, now int64) (int, bool) {
+	if r, ok := f.static[mac]; ok {
+		return int(r), true
+	}
 	e := (*f.table.Load())[mac]
 	if e == nil || now-e.seen.Load() > f.ageing {
 		return 0, false
@@ -73,6 +80,9 @@ type pending struct {
 func (f *fdb) see(p *pending, mac [6]byte, remote int, now int64) {
 	if mac[0]&1 != 0 || mac == ([6]byte{}) {
 		return // no station has a group or zero address
+	}
+	if _, ok := f.static[mac]; ok {
+		return
 	}
 	if e := (*f.table.Load())[mac]; e != nil && int(e.remote) == remote {
 		if now-e.seen.Load() >= f.refresh {
@@ -157,6 +167,7 @@ func (f *fdb) age(now int64) {
 type FDBEntry struct {
 	MAC    [6]byte `json:"mac"`
 	Remote string  `json:"remote"`
+	Static bool    `json:"static,omitempty"`
 }
 
 // clock is the time the port's tables run on: monotonic nanoseconds

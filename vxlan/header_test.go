@@ -141,7 +141,7 @@ func TestSourcePort(t *testing.T) {
 }
 
 func TestFDB(t *testing.T) {
-	f := newFDB(2, time.Minute)
+	f := newFDB(2, time.Minute, nil)
 	var p pending
 	now := int64(time.Hour)
 	f.see(&p, macA, 0, now)
@@ -230,6 +230,15 @@ func TestConfigValidate(t *testing.T) {
 		"queues":           func(c *Config) { c.Queues = maxQueues + 1 },
 		"source ports":     func(c *Config) { c.SrcPortMin, c.SrcPortMax = 100, 50 },
 		"netns":            func(c *Config) { c.NetNS = "a/b" },
+		"static to a stranger": func(c *Config) {
+			c.Static = []StaticEntry{{MAC: macA, Remote: netip.MustParseAddr("198.18.0.9")}}
+		},
+		"static group MAC": func(c *Config) {
+			c.Static = []StaticEntry{{MAC: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Remote: c.Remotes[0]}}
+		},
+		"static twice": func(c *Config) {
+			c.Static = []StaticEntry{{MAC: macA, Remote: c.Remotes[0]}, {MAC: macA, Remote: c.Remotes[0]}}
+		},
 	} {
 		c := good
 		mod(&c)
@@ -324,5 +333,22 @@ func TestTooBigRules(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { tooBig(dst, echo, 1450) }); n != 0 {
 		t.Errorf("%v allocs", n)
+	}
+}
+
+// A static station is found at its remote, is never learned over and
+// takes no room among the learned.
+func TestFDBStatic(t *testing.T) {
+	f := newFDB(1, time.Minute, map[[6]byte]int32{macA: 1})
+	var p pending
+	now := int64(time.Hour)
+	f.see(&p, macA, 0, now)
+	f.see(&p, macB, 0, now)
+	f.commit(&p, now)
+	if r, ok := f.lookup(macA, now+int64(time.Hour)); !ok || r != 1 {
+		t.Fatalf("static station: %d, %v", r, ok)
+	}
+	if r, ok := f.lookup(macB, now); !ok || r != 0 || f.moved.Load() != 0 {
+		t.Fatalf("learned station beside a static one: %d, %v (moved %d)", r, ok, f.moved.Load())
 	}
 }

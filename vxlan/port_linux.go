@@ -59,11 +59,15 @@ func Open(cfg Config) (*Port, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	static := map[[6]byte]int32{}
+	for _, e := range cfg.Static {
+		static[e.MAC] = int32(slices.Index(cfg.Remotes, e.Remote))
+	}
 	p := &Port{
 		cfg:     cfg,
 		info:    port.Info{Name: cfg.Name, Layer: packet.L2, Queues: cfg.Queues, MaxFrame: MaxFrame},
 		remotes: slices.Clone(cfg.Remotes),
-		fdb:     newFDB(cfg.MaxEntries, cfg.AgeingTime),
+		fdb:     newFDB(cfg.MaxEntries, cfg.AgeingTime, static),
 	}
 	err := netns.Do(cfg.NetNS, func() error {
 		p.mtu = p.innerMTU()
@@ -280,10 +284,14 @@ func (p *Port) Stats() Stats {
 	return s
 }
 
-// Table returns the learned stations that have not aged out.
+// Table returns the static stations and the learned ones that have not
+// aged out.
 func (p *Port) Table() []FDBEntry {
 	now := clock()
 	var out []FDBEntry
+	for mac, r := range p.fdb.static {
+		out = append(out, FDBEntry{MAC: mac, Remote: p.remotes[r].String(), Static: true})
+	}
 	for mac, e := range *p.fdb.table.Load() {
 		if now-e.seen.Load() <= p.fdb.ageing {
 			out = append(out, FDBEntry{MAC: mac, Remote: p.remotes[e.remote].String()})

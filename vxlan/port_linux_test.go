@@ -506,3 +506,28 @@ func TestPortTooBig(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// A static station's frames go to its remote only, before anything was
+// learned, and never to the rest of the flood list.
+func TestPortStatic(t *testing.T) {
+	a, b, nowhere := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.3")
+	ns := underlay(t, a, b)
+	_, c := newPool(t)
+	macX := [6]byte{0x02, 0, 0, 0, 0, 0x42}
+	pa := openPort(t, Config{Name: "a", VNI: 3, Local: netip.AddrPortFrom(a, 0), Remotes: []netip.Addr{b}, NetNS: ns.Name})
+	pb := openPort(t, Config{Name: "b", VNI: 3, Local: netip.AddrPortFrom(b, 0), Remotes: []netip.Addr{nowhere, a}, NetNS: ns.Name,
+		Static: []StaticEntry{{MAC: macX, Remote: a}}})
+	f := frame(macX, macB, 1, 2, 64)
+	if n := send(t, c, pb, f); n != 1 {
+		t.Fatalf("sent %d", n)
+	}
+	if got := receive(t, c, pa, 1); !bytes.Equal(got[0], f) {
+		t.Fatal("frame differs")
+	}
+	if s := pb.Stats(); s.TxPackets != 1 || s.Flooded != 0 || s.TxDrops.Total() != 0 || s.Stations != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	if tbl := pb.Table(); len(tbl) != 1 || !tbl[0].Static || tbl[0].Remote != a.String() {
+		t.Fatalf("table %+v", tbl)
+	}
+}

@@ -82,17 +82,17 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
             224.0.0.22) drop as NO_ROUTE instead of reaching every port
 
 A VXLAN overlay port, vxlan:NAME,vni=N,local=IP[:PORT],remote=IP
-[,remote=IP...][,port=N][,srcports=MIN-MAX][,netns=NS][,queues=N], is
-bridged like a tap
-port: guests' frames cross to the remote hosts in UDP (RFC 7348), from a
-socket in netns (the underlay's namespace). Unknown, broadcast and
-multicast destinations go to every remote; the source MACs that arrive
-are learned against their remote (ageing 300 s, at most 4096). port is
-the remotes' UDP port (default 4789, the IANA port; the kernel's vxlan
-uses 8472 unless given dstport 4789); local's port is the one to listen
-on (default: port); srcports the range of outer source ports, picked
-by a hash of the inner flow (default 32768-60999). Datagrams from other
-addresses are dropped (IP_RPFILTER), as are bad headers
+[,remote=IP...][,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX]
+[,netns=NS][,queues=N], is bridged like a tap port: guests' frames cross
+to the remote hosts in UDP (RFC 7348), from a socket in netns (the
+underlay's namespace). Unknown, broadcast and multicast destinations go
+to every remote; the source MACs that arrive are learned against their
+remote (ageing 300 s, at most 4096); fdb gives a MAC's remote for good.
+port is the remotes' UDP port (default 4789, the IANA port; the kernel's
+vxlan uses 8472 unless given dstport 4789); local's port is the one to
+listen on (default: port); srcports the range of outer source ports,
+picked by a hash of the inner flow (default 32768-60999). Datagrams from
+other addresses are dropped (IP_RPFILTER), as are bad headers
 (VXLAN_INVALID_HDR) and other VNIs (VXLAN_VNI_NOT_FOUND). Guests should
 have the underlay's MTU less 50 (70 over IPv6): longer packets are
 dropped (PKT_TOO_BIG) and answered with ICMP "fragmentation needed" /

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -19,9 +20,9 @@ import (
 // kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
 // [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
 // [,router=on|off], kind tun or tap; or a VXLAN overlay port,
-// vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...][,port=N]
-// [,srcports=MIN-MAX][,netns=NS][,queues=N] and the policy options, whose
-// namespace is the underlay's.
+// vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...]
+// [,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX][,netns=NS][,queues=N]
+// and the policy options, whose namespace is the underlay's.
 type PortSpec struct {
 	TAP  bool
 	Name string
@@ -36,11 +37,14 @@ type PortSpec struct {
 	// SrcPorts are the outer source ports (srcports=MIN-MAX; zero:
 	// the kernel's ephemeral range, as vxlan.Config's defaults).
 	SrcPorts [2]uint16
-	NetNS    string
-	Queues   int    // 0: one per worker
-	Offload  bool   // default on
-	GRO      bool   // default on with offload; needs it
-	IO       tun.IO // default tun.IOAuto: io_uring where the kernel has it
+	// Static are the fdb=MAC@REMOTE entries: stations whose remote is
+	// known, never learned over or aged.
+	Static  []vxlan.StaticEntry
+	NetNS   string
+	Queues  int    // 0: one per worker
+	Offload bool   // default on
+	GRO     bool   // default on with offload; needs it
+	IO      tun.IO // default tun.IOAuto: io_uring where the kernel has it
 	// Allow is the set of source addresses the guest may send from; nil
 	// is the default: the prefixes routed to a TUN port, any address on
 	// a TAP port (whose guests are bridged, not routed).
@@ -77,6 +81,9 @@ func (p PortSpec) String() string {
 		}
 		if p.DstPort != 0 {
 			s += ",port=" + strconv.Itoa(int(p.DstPort))
+		}
+		for _, e := range p.Static {
+			s += ",fdb=" + net.HardwareAddr(e.MAC[:]).String() + "@" + e.Remote.String()
 		}
 		if p.SrcPorts != [2]uint16{} {
 			s += fmt.Sprintf(",srcports=%d-%d", p.SrcPorts[0], p.SrcPorts[1])
@@ -210,7 +217,7 @@ func ParsePort(s string) (PortSpec, error) {
 		default:
 			opts := "netns, queues, offload, gro, io, allow, mac, dhcp-server, router"
 			if spec.VXLAN {
-				opts = "vni, local, remote, port, srcports, netns, queues, allow, mac, dhcp-server, router"
+				opts = "vni, local, remote, fdb, port, srcports, netns, queues, allow, mac, dhcp-server, router"
 			}
 			return spec, fmt.Errorf("port %q: unknown option %q (%s)", s, k, opts)
 		}
@@ -241,7 +248,7 @@ func ParsePort(s string) (PortSpec, error) {
 // whether it was one.
 func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
 	switch k {
-	case "vni", "local", "remote", "port", "srcports":
+	case "vni", "local", "remote", "port", "srcports", "fdb":
 		if !p.VXLAN {
 			return true, fmt.Errorf("%s= applies to vxlan ports", k)
 		}
@@ -285,6 +292,14 @@ func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
 			return true, fmt.Errorf("srcports %q: want MIN-MAX, 1 <= MIN <= MAX <= 65535", v)
 		}
 		p.SrcPorts = [2]uint16{uint16(a), uint16(b)}
+	case "fdb":
+		mac, ip, ok := strings.Cut(v, "@")
+		m, merr := net.ParseMAC(mac)
+		r, rerr := netip.ParseAddr(ip)
+		if !ok || merr != nil || len(m) != 6 || rerr != nil {
+			return true, fmt.Errorf("fdb %q: want MAC@REMOTE", v)
+		}
+		p.Static = append(p.Static, vxlan.StaticEntry{MAC: [6]byte(m), Remote: r})
 	}
 	return true, nil
 }
@@ -296,7 +311,7 @@ func (p PortSpec) l2() bool { return p.TAP || p.VXLAN }
 // vxlanConfig is the overlay port a vxlan: spec opens with q queues.
 func (p PortSpec) vxlanConfig(q int) vxlan.Config {
 	return vxlan.Config{Name: p.Name, VNI: p.VNI, Local: p.Local, Remotes: p.Remotes, NetNS: p.NetNS, Port: p.DstPort, Queues: q,
-		SrcPortMin: p.SrcPorts[0], SrcPortMax: p.SrcPorts[1]}
+		SrcPortMin: p.SrcPorts[0], SrcPortMax: p.SrcPorts[1], Static: p.Static}
 }
 
 // validate checks the port's device or overlay with q queues.

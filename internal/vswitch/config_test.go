@@ -290,6 +290,7 @@ func TestParsePortVXLAN(t *testing.T) {
 		"vxlan:vx0,vni=42,local=198.18.100.1,remote=198.18.100.2,remote=198.18.100.3,netns=host1,port=8472,queues=2": "vxlan:vx0,vni=42,local=198.18.100.1,remote=198.18.100.2,remote=198.18.100.3,port=8472,netns=host1,queues=2",
 		"vxlan:v,remote=2001:db8::2,local=[2001:db8::1]:4790,vni=007":                                                "vxlan:v,vni=7,local=[2001:db8::1]:4790,remote=2001:db8::2",
 		"vxlan:v,vni=1,srcports=49152-49407,local=198.18.0.1,remote=198.18.0.2":                                      "vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=49152-49407",
+		"vxlan:v,vni=1,fdb=02-00-00-00-00-0A@2001:db8::2,local=2001:db8::1,remote=2001:db8::2":                       "vxlan:v,vni=1,local=2001:db8::1,remote=2001:db8::2,fdb=02:00:00:00:00:0a@2001:db8::2",
 		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,mac=02:00:00:00:00:01,allow=198.18.9.0/24":                 "vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,allow=198.18.9.0/24,mac=02:00:00:00:00:01",
 	} {
 		p, err := ParsePort(in)
@@ -313,6 +314,9 @@ func TestParsePortVXLAN(t *testing.T) {
 		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,port=0",
 		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,port=65536",
 		"vxlan:v,vni=1,local=bogus,remote=198.18.0.2",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:01",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:01@198.18.0.3",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=ff:ff:ff:ff:ff:ff@198.18.0.2",
 		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=100",
 		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=200-100",
 		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=0-100",
