@@ -54,6 +54,10 @@ const (
 	// VXLANVNINotFound: a VXLAN datagram for a VNI the port does not
 	// serve (the kernel's VXLAN_VNI_NOT_FOUND).
 	VXLANVNINotFound
+	// OtherHost: a frame for another station's MAC where only frames to
+	// this one are taken (the kernel's OTHERHOST): a routed VXLAN port's
+	// inner frames must be addressed to its VTEP.
+	OtherHost
 	NumReasons // the number of reasons; not a reason
 )
 
@@ -85,6 +89,7 @@ var reasonNames = [NumReasons]string{
 	RAGuard:          "IPV6_RA_GUARD",
 	VXLANInvalidHdr:  "VXLAN_INVALID_HDR",
 	VXLANVNINotFound: "VXLAN_VNI_NOT_FOUND",
+	OtherHost:        "OTHERHOST",
 }
 
 // String returns the kernel-style name, such as "HDR_TRUNC".

@@ -50,6 +50,20 @@ type Config struct {
 	// fdb append MAC dev vx0 dst IP`): never learned over, never aged,
 	// not counted in MaxEntries. Each remote must be one of Remotes.
 	Static []StaticEntry
+	// L3 makes a routed port (layer L3, IP packets), as Flannel's and
+	// Calico's VXLAN backends use the overlay: the port is a VTEP with
+	// the MAC VTEPMAC; it sends each packet to the remote its route
+	// says (SetRoutes), in a frame from VTEPMAC to the remote's VTEP MAC
+	// (its Static entry), and takes only frames to VTEPMAC. Nothing is
+	// learned or flooded.
+	L3      bool
+	VTEPMAC [6]byte
+}
+
+// Route sends packets to Prefix to the remote Via (an L3 port's).
+type Route struct {
+	Prefix netip.Prefix
+	Via    netip.Addr
 }
 
 // StaticEntry is a station behind a remote, as configured.
@@ -135,6 +149,9 @@ func (cfg Config) Validate() error {
 			return fail("static entry %x given twice", e.MAC)
 		}
 		macs[e.MAC] = true
+	}
+	if cfg.L3 && (cfg.VTEPMAC[0]&1 != 0 || cfg.VTEPMAC == [6]byte{}) {
+		return fail("VTEP MAC %x: a routed port needs a unicast MAC of its own", cfg.VTEPMAC)
 	}
 	return nil
 }

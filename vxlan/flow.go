@@ -14,7 +14,7 @@ import (
 // different flows spread over its paths (RFC 7348 section 5). FNV-1a:
 // cheap, and spreading is all it has to do.
 func flowHash(f []byte) uint32 {
-	h := uint32(2166136261)
+	h := uint32(fnvBasis)
 	mix := func(b []byte) {
 		for _, x := range b {
 			h ^= uint32(x)
@@ -27,7 +27,19 @@ func flowHash(f []byte) uint32 {
 	if et == packet.EtherTypeVLAN && len(f) >= 18 {
 		et, off = binary.BigEndian.Uint16(f[16:18]), 16
 	}
-	ip := f[off+2:]
+	return ipFlowHash(h, et, f[off+2:])
+}
+
+// ipFlowHash continues hash h over what identifies the flow of the IP
+// packet ip, of EtherType et; packets of a routed port (no Ethernet
+// header) start from FNV-1a's offset basis.
+func ipFlowHash(h uint32, et uint16, ip []byte) uint32 {
+	mix := func(b []byte) {
+		for _, x := range b {
+			h ^= uint32(x)
+			h *= 16777619
+		}
+	}
 	var l4 []byte
 	switch {
 	case et == packet.EtherTypeIPv4 && len(ip) >= 20:
@@ -46,6 +58,8 @@ func flowHash(f []byte) uint32 {
 	mix(l4)
 	return h
 }
+
+const fnvBasis = 2166136261
 
 // portsOf returns the source and destination ports of a transport
 // header of protocol proto, or nil.

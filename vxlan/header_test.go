@@ -87,7 +87,7 @@ func TestPutOuterChecksum(t *testing.T) {
 			copy(d[outerLenForTest:], f)
 			inner := uint32(^packet.Checksum(f, 0))
 			pseudo := packet.PseudoHeaderChecksum(17, src, dst, 0)
-			putOuter(d, 40000, DefaultPort, 7, len(d), pseudo+uint32(len(d))+inner)
+			putOuter(d[:outerLenForTest], 40000, DefaultPort, 7, len(d), pseudo+uint32(len(d))+inner)
 			// A datagram with a correct checksum sums to zero with its
 			// pseudo-header.
 			if s := packet.Checksum(d, packet.PseudoHeaderChecksum(17, src, dst, len(d))); s != 0 {

@@ -37,8 +37,10 @@ type Port struct {
 	// no remote had a route then.
 	mtu int
 	fdb *fdb
-	rx  []*rxQueue
-	tx  []*txQueue
+	// routes are a routed port's, longest prefix first (SetRoutes).
+	routes atomic.Pointer[[]route]
+	rx     []*rxQueue
+	tx     []*txQueue
 
 	closeMu sync.Mutex
 	closed  atomic.Bool
@@ -63,12 +65,17 @@ func Open(cfg Config) (*Port, error) {
 	for _, e := range cfg.Static {
 		static[e.MAC] = int32(slices.Index(cfg.Remotes, e.Remote))
 	}
+	layer := packet.L2
+	if cfg.L3 {
+		layer = packet.L3
+	}
 	p := &Port{
 		cfg:     cfg,
-		info:    port.Info{Name: cfg.Name, Layer: packet.L2, Queues: cfg.Queues, MaxFrame: MaxFrame},
+		info:    port.Info{Name: cfg.Name, Layer: layer, Queues: cfg.Queues, MaxFrame: MaxFrame},
 		remotes: slices.Clone(cfg.Remotes),
 		fdb:     newFDB(cfg.MaxEntries, cfg.AgeingTime, static),
 	}
+	p.routes.Store(&[]route{})
 	err := netns.Do(cfg.NetNS, func() error {
 		p.mtu = p.innerMTU()
 		for i := range cfg.Queues {
@@ -299,6 +306,49 @@ func (p *Port) Table() []FDBEntry {
 	}
 	slices.SortFunc(out, func(a, b FDBEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
 	return out
+}
+
+// route is a routed port's route: the remote's index and VTEP MAC.
+type route struct {
+	prefix netip.Prefix
+	remote int32
+	mac    [6]byte
+}
+
+// SetRoutes replaces a routed port's routes: packets to each prefix go
+// to the remote Via, whose VTEP MAC is its static entry. It refuses, and
+// changes nothing, if a Via is not a remote with one, or the port is not
+// routed. Packets to no prefix are dropped as NO_ROUTE.
+func (p *Port) SetRoutes(rs []Route) error {
+	if !p.cfg.L3 {
+		return fmt.Errorf("vxlan %s: routes are for a routed (L3) port", p.cfg.Name)
+	}
+	next := make([]route, 0, len(rs))
+	for _, r := range rs {
+		i := slices.Index(p.remotes, r.Via)
+		j := slices.IndexFunc(p.cfg.Static, func(e StaticEntry) bool { return e.Remote == r.Via })
+		switch {
+		case i < 0:
+			return fmt.Errorf("vxlan %s: route %v via %v: not a remote", p.cfg.Name, r.Prefix, r.Via)
+		case j < 0:
+			return fmt.Errorf("vxlan %s: route %v via %v: the remote's VTEP MAC is unknown (give it a static entry)", p.cfg.Name, r.Prefix, r.Via)
+		}
+		next = append(next, route{prefix: r.Prefix.Masked(), remote: int32(i), mac: p.cfg.Static[j].MAC})
+	}
+	slices.SortStableFunc(next, func(a, b route) int { return b.prefix.Bits() - a.prefix.Bits() })
+	p.routes.Store(&next)
+	return nil
+}
+
+// route returns the route of dst, longest prefix first, or nil.
+func (p *Port) route(dst netip.Addr) *route {
+	rs := *p.routes.Load()
+	for i := range rs {
+		if rs[i].prefix.Contains(dst) {
+			return &rs[i]
+		}
+	}
+	return nil
 }
 
 // Age forgets the stations that aged out (lookups ignore them already;

@@ -531,3 +531,62 @@ func TestPortStatic(t *testing.T) {
 		t.Fatalf("table %+v", tbl)
 	}
 }
+
+// ipUDP returns an IP packet carrying a UDP datagram of payload bytes.
+func ipUDP(src, dst string, payload int) []byte {
+	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	b := make([]byte, 40+8+payload)
+	hl := 20
+	if s.Is6() {
+		hl = 40
+	}
+	n := packet.PutUDP(b, netip.AddrPortFrom(s, 1000), netip.AddrPortFrom(d, 2000), b[hl+8:hl+8+payload])
+	return b[:n]
+}
+
+// Two routed ports: IP packets cross to the remote their route names,
+// in frames between the VTEP MACs; a packet without a route, and a
+// frame to another MAC, are dropped by reason.
+func TestPortRouted(t *testing.T) {
+	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	ns := underlay(t, a, b)
+	_, c := newPool(t)
+	macVA, macVB := [6]byte{0x02, 0, 0, 0, 0x42, 1}, [6]byte{0x02, 0, 0, 0, 0x42, 2}
+	pa := openPort(t, Config{Name: "a", VNI: 1, Local: netip.AddrPortFrom(a, 0), Remotes: []netip.Addr{b}, NetNS: ns.Name,
+		L3: true, VTEPMAC: macVA, Static: []StaticEntry{{MAC: macVB, Remote: b}}})
+	pb := openPort(t, Config{Name: "b", VNI: 1, Local: netip.AddrPortFrom(b, 0), Remotes: []netip.Addr{a}, NetNS: ns.Name,
+		L3: true, VTEPMAC: macVB, Static: []StaticEntry{{MAC: macVA, Remote: a}}})
+	if pa.Info().Layer != packet.L3 {
+		t.Fatal("a routed port is not L3")
+	}
+	if err := pa.SetRoutes([]Route{{Prefix: netip.MustParsePrefix("198.18.22.0/24"), Via: a}}); err == nil {
+		t.Fatal("a route via a non-remote was taken")
+	}
+	if err := pa.SetRoutes([]Route{{Prefix: netip.MustParsePrefix("198.18.22.0/24"), Via: b}, {Prefix: netip.MustParsePrefix("2001:db8:22::/64"), Via: b}}); err != nil {
+		t.Fatal(err)
+	}
+	v4, v6 := ipUDP("198.18.21.1", "198.18.22.2", 100), ipUDP("2001:db8:21::1", "2001:db8:22::2", 333)
+	if n := send(t, c, pa, v4, v6, ipUDP("198.18.21.1", "198.18.23.2", 10)); n != 2 {
+		t.Fatalf("sent %d, want the two routed packets", n)
+	}
+	got := receive(t, c, pb, 2)
+	if !bytes.Equal(got[0], v4) || !bytes.Equal(got[1], v6) {
+		t.Fatal("routed packets differ")
+	}
+	if s := pa.Stats(); s.TxDrops[drop.NoRoute] != 1 || s.TxPackets != 2 {
+		t.Fatalf("a: %+v", s)
+	}
+	// As the kernel's VTEP does, b takes only frames to its MAC.
+	other := make([]byte, 14+len(v4))
+	packet.PutEthernet(other, [6]byte{0x02, 0, 0, 0, 0, 0x99}, macVA, packet.EtherTypeIPv4)
+	copy(other[14:], v4)
+	arp := make([]byte, 60)
+	packet.PutEthernet(arp, macVB, macVA, packet.EtherTypeARP)
+	sendFrom(t, ns, a, b, datagram(0x08, 1, 0, other), datagram(0x08, 1, 0, arp))
+	want := drop.Counts{}
+	want[drop.OtherHost], want[drop.UnhandledProto] = 1, 1
+	waitStats(t, pb, c, "drops by reason", func(s Stats) bool { return s.RxDrops == want })
+	if s := pb.Stats(); s.Learned != 0 || s.Stations != 0 {
+		t.Fatalf("a routed port learned: %+v", s)
+	}
+}

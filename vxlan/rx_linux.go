@@ -1,6 +1,7 @@
 package vxlan
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -8,6 +9,7 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/internal/cacheline"
+	"softnet.dev/packet"
 	"softnet.dev/port"
 )
 
@@ -199,13 +201,26 @@ func (q *rxQueue) accept(b *buffer.Buf, i int, now int64) (bool, drop.Reason) {
 	if !ok {
 		return false, reason
 	}
-	if !b.SetData(off+HeaderLen, len(inner)) {
+	start := off + HeaderLen
+	if q.p.cfg.L3 {
+		// A routed port hands over the IP packet of a frame to its VTEP.
+		switch et := binary.BigEndian.Uint16(inner[12:14]); {
+		case [6]byte(inner[0:6]) != q.p.cfg.VTEPMAC:
+			return false, drop.OtherHost
+		case et != packet.EtherTypeIPv4 && et != packet.EtherTypeIPv6:
+			return false, drop.UnhandledProto
+		}
+		start += 14
+	}
+	if !b.SetData(start, off+length-start) {
 		return false, drop.PktTooBig
 	}
 	if finishPartial(inner) {
 		q.ctr.n[cRxCsumFinished]++
 	}
-	q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), remote, now)
+	if !q.p.cfg.L3 {
+		q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), remote, now)
+	}
 	return true, drop.NotSpecified
 }
 

@@ -1,6 +1,7 @@
 package vxlan
 
 import (
+	"net/netip"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -45,9 +46,13 @@ type txQueue struct {
 	dests                  []dest
 	all                    []int32 // every remote's index: the flood list
 
+	l3    bool         // a routed port: IP packets, each to its route's remote
+	layer packet.Layer // of the packets Transmit gets
 	msgs  []unix.Mmsghdr
 	iovs  []unix.Iovec // two per message: header slot, frame
-	hdrs  [][outerLen]byte
+	// hdrs are the header slots: UDP and VXLAN headers, and a routed
+	// port's inner Ethernet header.
+	hdrs  [][outerLen + 14]byte
 	owner []int32 // by message: its buffer's index in pend
 	nmsg  int
 	// pend are the buffers of the queued messages, freed after they were
@@ -77,10 +82,11 @@ func newTxQueue(p *Port, fd int, rx *rxQueue) *txQueue {
 	cfg := p.cfg
 	q := &txQueue{
 		p: p, fd: fd, vni: cfg.VNI, dstPort: cfg.Port, rx: rx, mtu: p.mtu,
+		l3: cfg.L3, layer: p.info.Layer,
 		srcPortMin: cfg.SrcPortMin, srcPortMax: cfg.SrcPortMax,
 		msgs:  make([]unix.Mmsghdr, maxMsgs),
 		iovs:  make([]unix.Iovec, 2*maxMsgs),
-		hdrs:  make([][outerLen]byte, maxMsgs),
+		hdrs:  make([][outerLen + 14]byte, maxMsgs),
 		owner: make([]int32, maxMsgs),
 		// A packet is at least one message: never more buffers than
 		// messages.
@@ -111,7 +117,7 @@ func newTxQueue(p *Port, fd int, rx *rxQueue) *txQueue {
 		h.Iov = &q.iovs[2*i]
 		h.SetIovlen(2)
 		q.iovs[2*i].Base = &q.hdrs[i][0]
-		q.iovs[2*i].SetLen(outerLen)
+		q.iovs[2*i].SetLen(q.slotLen())
 	}
 	return q
 }
@@ -158,7 +164,7 @@ func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now in
 	h, _ := vnet.Decode(b.Frame()[head-vnet.HeaderLen : head])
 	switch {
 	case h.IsGSO():
-		n, reason := vnet.Segment(c, h, b.Bytes(), packet.L2, q.segs)
+		n, reason := vnet.Segment(c, h, b.Bytes(), q.layer, q.segs)
 		if n == 0 {
 			q.drop(c, b, reason)
 			return
@@ -213,8 +219,20 @@ func (q *txQueue) drop(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
 	c.Drop(b, reason)
 }
 
+// slotLen is the length of the queue's header slots.
+func (q *txQueue) slotLen() int {
+	if q.l3 {
+		return outerLen + 14
+	}
+	return outerLen
+}
+
 // queue queues a finished frame's datagrams, one per remote it goes to.
 func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
+	if q.l3 {
+		q.queueRouted(c, b, orig)
+		return
+	}
 	f := b.Bytes()
 	switch {
 	case len(f) < minInnerLen:
@@ -223,7 +241,7 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 	case len(f) > MaxFrame:
 		q.drop(c, b, drop.PktTooBig)
 		return
-	case q.mtu > 0 && len(f) > q.mtu+14 && q.tooBig(c, f):
+	case q.mtu > 0 && len(f) > q.mtu+14 && q.tooBig(c, f): // frames of an L2 port only
 		q.drop(c, b, drop.PktTooBig)
 		return
 	}
@@ -239,32 +257,77 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 		to = q.all
 		q.ctr.n[cFlooded]++
 	}
-	if q.nmsg+len(to) > maxMsgs {
-		q.flush(c)
-	}
-	pi := int32(len(q.pend))
-	q.pend = append(q.pend, b)
-	q.pendSent = append(q.pendSent, false)
-	q.pendReason = append(q.pendReason, drop.NotSpecified)
-	q.pendOrig = append(q.pendOrig, orig)
+	pi := q.hold(c, b, orig, len(to))
 	// The frame's part of the UDP checksum, summed once for every
 	// remote: it starts at an even offset of the datagram (after the 16
 	// bytes of outer headers), so it adds in as it is.
 	inner := uint32(^packet.Checksum(f, 0))
-	length := outerLen + len(f)
 	sport := sourcePort(flowHash(f), q.srcPortMin, q.srcPortMax)
 	for _, r := range to {
-		i := q.nmsg
-		q.nmsg++
-		d := &q.dests[r]
-		putOuter(q.hdrs[i][:], sport, q.dstPort, q.vni, length, d.pseudo+uint32(length)+inner)
-		m := &q.msgs[i].Hdr
-		m.Name = (*byte)(unsafe.Pointer(&d.sa))
-		m.Namelen = d.namelen
-		q.iovs[2*i+1].Base = &f[0]
-		q.iovs[2*i+1].SetLen(len(f))
-		q.owner[i] = pi
+		q.message(pi, r, f, sport, inner)
 	}
+}
+
+// queueRouted queues an IP packet of a routed port to the remote its
+// route says, in a frame from the port's VTEP MAC to the remote's.
+func (q *txQueue) queueRouted(c *buffer.Cache, b *buffer.Buf, orig int32) {
+	pkt := b.Bytes()
+	var dst netip.Addr
+	et := packet.EtherTypeIPv4
+	switch {
+	case len(pkt) >= packet.IPv4HeaderLen && pkt[0]>>4 == 4:
+		dst = netip.AddrFrom4([4]byte(pkt[16:20]))
+	case len(pkt) >= packet.IPv6HeaderLen && pkt[0]>>4 == 6:
+		dst, et = netip.AddrFrom16([16]byte(pkt[24:40])), packet.EtherTypeIPv6
+	default:
+		q.drop(c, b, drop.PktTooSmall)
+		return
+	}
+	if len(pkt) > MaxFrame-14 {
+		q.drop(c, b, drop.PktTooBig)
+		return
+	}
+	rt := q.p.route(dst)
+	if rt == nil {
+		q.drop(c, b, drop.NoRoute)
+		return
+	}
+	pi := q.hold(c, b, orig, 1)
+	i := q.nmsg
+	packet.PutEthernet(q.hdrs[i][outerLen:], rt.mac, q.p.cfg.VTEPMAC, et)
+	sport := sourcePort(ipFlowHash(fnvBasis, et, pkt), q.srcPortMin, q.srcPortMax)
+	q.message(pi, rt.remote, pkt, sport, uint32(^packet.Checksum(pkt, 0)))
+}
+
+// hold keeps b among the buffers of the queued messages, after sending
+// those queued if n more would not fit, and returns its index.
+func (q *txQueue) hold(c *buffer.Cache, b *buffer.Buf, orig int32, n int) int32 {
+	if q.nmsg+n > maxMsgs {
+		q.flush(c)
+	}
+	q.pend = append(q.pend, b)
+	q.pendSent = append(q.pendSent, false)
+	q.pendReason = append(q.pendReason, drop.NotSpecified)
+	q.pendOrig = append(q.pendOrig, orig)
+	return int32(len(q.pend) - 1)
+}
+
+// message queues the datagram of data f (a frame, or a routed port's
+// IP packet whose Ethernet header is in the next slot already) to
+// remote r; inner is f's part of the UDP checksum.
+func (q *txQueue) message(pi, r int32, f []byte, sport uint16, inner uint32) {
+	i := q.nmsg
+	q.nmsg++
+	slot := q.slotLen()
+	length := slot + len(f)
+	d := &q.dests[r]
+	putOuter(q.hdrs[i][:slot], sport, q.dstPort, q.vni, length, d.pseudo+uint32(length)+inner)
+	m := &q.msgs[i].Hdr
+	m.Name = (*byte)(unsafe.Pointer(&d.sa))
+	m.Namelen = d.namelen
+	q.iovs[2*i+1].Base = &f[0]
+	q.iovs[2*i+1].SetLen(len(f))
+	q.owner[i] = pi
 }
 
 // tooBig reports whether frame f must be dropped for not fitting the
