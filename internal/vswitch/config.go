@@ -38,8 +38,13 @@ type PortSpec struct {
 	// the kernel's ephemeral range, as vxlan.Config's defaults).
 	SrcPorts [2]uint16
 	// Static are the fdb=MAC@REMOTE entries: stations whose remote is
-	// known, never learned over or aged.
-	Static  []vxlan.StaticEntry
+	// known, never learned over or aged; a routed port's remote VTEP MACs.
+	Static []vxlan.StaticEntry
+	// L3 (mode=l3) makes a routed overlay port, routed like a tun port
+	// (route PREFIX=NAME,via=REMOTE), a VTEP whose MAC is VTEPMAC
+	// (vtep-mac=).
+	L3      bool
+	VTEPMAC [6]byte
 	NetNS   string
 	Queues  int    // 0: one per worker
 	Offload bool   // default on
@@ -85,6 +90,9 @@ func (p PortSpec) String() string {
 		for _, e := range p.Static {
 			s += ",fdb=" + net.HardwareAddr(e.MAC[:]).String() + "@" + e.Remote.String()
 		}
+		if p.L3 {
+			s += ",mode=l3,vtep-mac=" + net.HardwareAddr(p.VTEPMAC[:]).String()
+		}
 		if p.SrcPorts != [2]uint16{} {
 			s += fmt.Sprintf(",srcports=%d-%d", p.SrcPorts[0], p.SrcPorts[1])
 		}
@@ -118,10 +126,12 @@ func (p PortSpec) String() string {
 	return s
 }
 
-// RouteSpec is one --route argument: PREFIX=PORT, PORT a port's name.
+// RouteSpec is one --route argument: PREFIX=PORT[,via=REMOTE], PORT a
+// port's name, REMOTE the remote VTEP of a routed vxlan port.
 type RouteSpec struct {
 	Prefix netip.Prefix
 	Port   string
+	Via    netip.Addr
 
 	at string
 }
@@ -206,7 +216,7 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.Allow = &a
 		case "mac":
-			if !spec.l2() {
+			if !spec.TAP && !spec.VXLAN {
 				return spec, fmt.Errorf("port %q: mac= applies to tap ports: tun ports carry no MAC addresses", s)
 			}
 			m, err := program.ParseMACs(v)
@@ -217,7 +227,7 @@ func ParsePort(s string) (PortSpec, error) {
 		default:
 			opts := "netns, queues, offload, gro, io, allow, mac, dhcp-server, router"
 			if spec.VXLAN {
-				opts = "vni, local, remote, fdb, port, srcports, netns, queues, allow, mac, dhcp-server, router"
+				opts = "vni, local, remote, fdb, port, srcports, mode, vtep-mac, netns, queues, allow, mac, dhcp-server, router"
 			}
 			return spec, fmt.Errorf("port %q: unknown option %q (%s)", s, k, opts)
 		}
@@ -248,7 +258,7 @@ func ParsePort(s string) (PortSpec, error) {
 // whether it was one.
 func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
 	switch k {
-	case "vni", "local", "remote", "port", "srcports", "fdb":
+	case "vni", "local", "remote", "port", "srcports", "fdb", "mode", "vtep-mac":
 		if !p.VXLAN {
 			return true, fmt.Errorf("%s= applies to vxlan ports", k)
 		}
@@ -300,18 +310,48 @@ func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
 			return true, fmt.Errorf("fdb %q: want MAC@REMOTE", v)
 		}
 		p.Static = append(p.Static, vxlan.StaticEntry{MAC: [6]byte(m), Remote: r})
+	case "mode":
+		if v != "l2" && v != "l3" {
+			return true, fmt.Errorf("mode %q: want l2 (bridged) or l3 (routed)", v)
+		}
+		p.L3 = v == "l3"
+	case "vtep-mac":
+		m, err := net.ParseMAC(v)
+		if err != nil || len(m) != 6 {
+			return true, fmt.Errorf("vtep-mac %q: want a MAC address", v)
+		}
+		p.VTEPMAC = [6]byte(m)
 	}
 	return true, nil
 }
 
+// checkVia checks a route to the port: via= a remote with a VTEP MAC
+// for a routed vxlan port, and only for one.
+func (p PortSpec) checkVia(rt RouteSpec) error {
+	switch {
+	case !p.VXLAN && rt.Via.IsValid():
+		return fmt.Errorf("route %s: via= is for routed vxlan ports", rt)
+	case !p.VXLAN:
+		return nil
+	case !rt.Via.IsValid():
+		return fmt.Errorf("route %s: a route to a vxlan port says via=REMOTE", rt)
+	}
+	for _, e := range p.Static {
+		if e.Remote == rt.Via {
+			return nil
+		}
+	}
+	return fmt.Errorf("route %s: %v is no remote of %s with a VTEP MAC (fdb=MAC@%v)", rt, rt.Via, p.Name, rt.Via)
+}
+
 // l2 says whether the port carries Ethernet frames (tap, vxlan) and is
 // bridged, rather than IP packets that are routed (tun).
-func (p PortSpec) l2() bool { return p.TAP || p.VXLAN }
+func (p PortSpec) l2() bool { return p.TAP || p.VXLAN && !p.L3 }
 
 // vxlanConfig is the overlay port a vxlan: spec opens with q queues.
 func (p PortSpec) vxlanConfig(q int) vxlan.Config {
 	return vxlan.Config{Name: p.Name, VNI: p.VNI, Local: p.Local, Remotes: p.Remotes, NetNS: p.NetNS, Port: p.DstPort, Queues: q,
-		SrcPortMin: p.SrcPorts[0], SrcPortMax: p.SrcPorts[1], Static: p.Static}
+		SrcPortMin: p.SrcPorts[0], SrcPortMax: p.SrcPorts[1], Static: p.Static, L3: p.L3, VTEPMAC: p.VTEPMAC}
 }
 
 // validate checks the port's device or overlay with q queues.
@@ -333,7 +373,7 @@ func (p PortSpec) device(q int) tun.Config {
 
 // ParseRoute parses a --route value.
 func ParseRoute(s string) (RouteSpec, error) {
-	pfx, name, ok := strings.Cut(s, "=")
+	pfx, rest, ok := strings.Cut(s, "=")
 	if !ok {
 		return RouteSpec{}, fmt.Errorf("route %q: want PREFIX=PORT", s)
 	}
@@ -341,10 +381,17 @@ func ParseRoute(s string) (RouteSpec, error) {
 	if err != nil {
 		return RouteSpec{}, fmt.Errorf("route %q: %w", s, err)
 	}
+	name, via, hasVia := strings.Cut(rest, ",via=")
 	if err := (tun.Config{Name: name}).Validate(); err != nil {
 		return RouteSpec{}, fmt.Errorf("route %q: port: %w", s, err)
 	}
-	return RouteSpec{Prefix: p, Port: name}, nil
+	rt := RouteSpec{Prefix: p, Port: name}
+	if hasVia {
+		if rt.Via, err = netip.ParseAddr(via); err != nil {
+			return RouteSpec{}, fmt.Errorf("route %q: via: want the remote VTEP's address", s)
+		}
+	}
+	return rt, nil
 }
 
 // parsePrefix parses a prefix and, as ip-route(8) does, refuses one with
@@ -493,8 +540,12 @@ func (cfg *Config) Validate() error {
 		if tap > 0 {
 			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap and vxlan ports are bridged by MAC address", rt.Prefix, rt.Port))
 		}
-		if cfg.portIndex(rt.Port) < 0 {
+		i := cfg.portIndex(rt.Port)
+		if i < 0 {
 			return in(rt.at, fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port))
+		}
+		if err := cfg.Ports[i].checkVia(rt); err != nil {
+			return in(rt.at, err)
 		}
 		if other, dup := routed[rt.Prefix]; dup {
 			return in(rt.at, fmt.Errorf("route %s=%s: %s is already routed to %s", rt.Prefix, rt.Port, rt.Prefix, other))
@@ -546,7 +597,12 @@ func (cfg Config) Text() string {
 	return b.String()
 }
 
-func (r RouteSpec) String() string { return r.Prefix.String() + "=" + r.Port }
+func (r RouteSpec) String() string {
+	if r.Via.IsValid() {
+		return r.Prefix.String() + "=" + r.Port + ",via=" + r.Via.String()
+	}
+	return r.Prefix.String() + "=" + r.Port
+}
 
 // portIndex returns the index of the port named name, or -1.
 func (cfg *Config) portIndex(name string) int {

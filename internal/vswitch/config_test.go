@@ -349,3 +349,56 @@ func TestParsePortVXLAN(t *testing.T) {
 		t.Errorf("a switch starting with a vxlan port is not a bridge: %+v", p)
 	}
 }
+
+func TestParseRoutedVXLAN(t *testing.T) {
+	vx, err := ParsePort("vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l3,vtep-mac=02:00:00:00:00:01,fdb=02:00:00:00:00:02@198.18.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vx.L3 || vx.l2() || vx.String() != "vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:02@198.18.0.2,mode=l3,vtep-mac=02:00:00:00:00:01" {
+		t.Fatalf("%+v %s", vx, vx)
+	}
+	for _, bad := range []string{
+		"vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l3", // no VTEP MAC
+		"vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l4,vtep-mac=02:00:00:00:00:01",
+		"vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l3,vtep-mac=01:00:00:00:00:01",
+		"tun:t,mode=l3",
+	} {
+		if _, err := ParsePort(bad); err == nil {
+			t.Errorf("ParsePort(%q) accepted", bad)
+		}
+	}
+	rt, err := ParseRoute("198.18.22.0/24=vx,via=198.18.0.2")
+	if err != nil || rt.Via != netip.MustParseAddr("198.18.0.2") || rt.String() != "198.18.22.0/24=vx,via=198.18.0.2" {
+		t.Fatalf("%+v %v", rt, err)
+	}
+	if _, err := ParseRoute("198.18.22.0/24=vx,via=nowhere"); err == nil {
+		t.Error("a via that is no address accepted")
+	}
+	tn, _ := ParsePort("tun:t1")
+	route := func(s string) RouteSpec {
+		r, err := ParseRoute(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// A routed vxlan port goes with tun ports; its routes name a remote
+	// with a VTEP MAC, and only its routes say via.
+	if cfg := (Config{Ports: []PortSpec{tn, vx}, Routes: []RouteSpec{route("198.18.22.0/24=vx,via=198.18.0.2"), route("198.18.21.0/24=t1")}}); cfg.Validate() != nil {
+		t.Errorf("tun and routed vxlan: %v", cfg.Validate())
+	}
+	for _, routes := range [][]RouteSpec{
+		{route("198.18.22.0/24=vx")},
+		{route("198.18.22.0/24=vx,via=198.18.0.3")},
+		{route("198.18.21.0/24=t1,via=198.18.0.2")},
+	} {
+		if cfg := (Config{Ports: []PortSpec{tn, vx}, Routes: routes}); cfg.Validate() == nil {
+			t.Errorf("routes %v accepted", routes)
+		}
+	}
+	tap, _ := ParsePort("tap:t2")
+	if cfg := (Config{Ports: []PortSpec{tap, vx}}); cfg.Validate() == nil {
+		t.Error("tap and routed vxlan accepted")
+	}
+}

@@ -202,8 +202,13 @@ func (sw *Switch) addRoute(rt RouteSpec, by slog.Attr) error {
 	if err := sw.setPolicy(lp, next.Routes); err != nil {
 		return err
 	}
+	// A routed vxlan port's remote before the route: what is routed to
+	// the port must find it.
+	if err := lp.setVias(next.Routes); err != nil {
+		return errors.Join(err, sw.setPolicy(lp, sw.cfg.Routes))
+	}
 	if err := sw.chain.fwd.AddRoute(program.Route{Prefix: rt.Prefix, Port: lp.index}); err != nil {
-		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes))
+		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes), lp.setVias(sw.cfg.Routes))
 	}
 	sw.cfg = next
 	sw.log.Info("route added", "route", rt.String(), by)
@@ -227,7 +232,11 @@ func (sw *Switch) removeRoute(prefix netip.Prefix, by slog.Attr) error {
 		return fmt.Errorf("route %s: %w", rt, err)
 	}
 	sw.cfg.Routes = slices.Delete(sw.cfg.Routes, i, i+1)
-	if err := sw.setPolicy(sw.ports[sw.cfg.portIndex(rt.Port)], sw.cfg.Routes); err != nil {
+	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+	if err := sw.setPolicy(lp, sw.cfg.Routes); err != nil {
+		return err
+	}
+	if err := lp.setVias(sw.cfg.Routes); err != nil {
 		return err
 	}
 	sw.log.Info("route removed", "route", rt.String(), by)

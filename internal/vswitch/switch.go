@@ -260,6 +260,9 @@ func (sw *Switch) open() error {
 		}
 		lp.index = i
 		sw.ports = append(sw.ports, lp)
+		if err := lp.setVias(sw.cfg.Routes); err != nil {
+			return err
+		}
 	}
 	ecfg := sw.plan.Engine
 	ecfg.Pool, ecfg.Log = sw.pool, sw.log
@@ -335,6 +338,24 @@ func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
 	}
 	sw.log.Info("port", attrs...)
 	return lp, nil
+}
+
+// setVias gives a routed vxlan port the routes to it among routes, with
+// their remotes; other ports need nothing.
+func (lp *livePort) setVias(routes []RouteSpec) error {
+	if lp.vx == nil || !lp.spec.L3 {
+		return nil
+	}
+	var vias []vxlan.Route
+	for _, rt := range routes {
+		if rt.Port == lp.spec.Name {
+			vias = append(vias, vxlan.Route{Prefix: rt.Prefix, Via: rt.Via})
+		}
+	}
+	if err := lp.vx.SetRoutes(vias); err != nil {
+		return fmt.Errorf("port %s: %w", lp.spec.Name, err)
+	}
+	return nil
 }
 
 // deviceError is tun.Open's error, which is ErrDevice too.

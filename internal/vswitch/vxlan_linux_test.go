@@ -421,3 +421,129 @@ func sendUDP(t *testing.T, h overlayHost, src, dst netip.Addr, ds ...[]byte) {
 		t.Fatal(err)
 	}
 }
+
+// Routed overlay (mode=l3): each host's switch routes its TUN guest's
+// prefixes to the guest and the other host's to a routed vxlan port,
+// via the other host's VTEP, as Flannel's and Calico's VXLAN backends
+// build it.
+var (
+	vtepMAC = [2]string{"02:00:00:00:42:01", "02:00:00:00:42:02"}
+	l3net4  = [2]string{"198.18.21.0/24", "198.18.22.0/24"}
+	l3net6  = [2]string{"2001:db8:21::/64", "2001:db8:22::/64"}
+)
+
+// routedGuests are a TUN guest per host, on host i's prefixes.
+func routedGuests(t *testing.T) []*guest {
+	gs := newGuests(t, 2)
+	for i, g := range gs {
+		g.v4, g.v6 = fmt.Sprintf("198.18.2%d.%d", i+1, i+1), fmt.Sprintf("2001:db8:2%d::%d", i+1, i+1)
+		g.net4, g.net6 = l3net4[i], l3net6[i]
+	}
+	return gs
+}
+
+// startRoutedSwitch runs host i's switch: g's TUN port and a routed
+// vxlan port to the other host, whose VTEP MAC is vtepMAC[1-i].
+func startRoutedSwitch(t *testing.T, i int, g *guest, h, peer overlayHost) (*Switch, func() *Report) {
+	t.Helper()
+	cfg := Config{Workers: 1}
+	for _, spec := range []string{
+		"tun:" + g.dev + ",netns=" + g.ns.Name,
+		fmt.Sprintf("vxlan:vx,vni=42,local=%s,remote=%s,mode=l3,vtep-mac=%s,fdb=%s@%s,netns=%s", h.addr, peer.addr, vtepMAC[i], vtepMAC[1-i], peer.addr, h.ns.Name),
+	} {
+		p, err := ParsePort(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ports = append(cfg.Ports, p)
+	}
+	for _, r := range []string{
+		g.net4 + "=" + g.dev, g.net6 + "=" + g.dev,
+		l3net4[1-i] + "=vx,via=" + peer.addr.String(), l3net6[1-i] + "=vx,via=" + peer.addr.String(),
+	} {
+		rt, err := ParseRoute(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Routes = append(cfg.Routes, rt)
+	}
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSwitch(t, sw, nil)
+	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v4+"/24"))
+	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v6+"/64"))
+	mustExec(t, g.ns, "ip", "route", "add", l3net4[1-i], "dev", g.dev)
+	mustExec(t, g.ns, "ip", "-6", "route", "add", l3net6[1-i], "dev", g.dev)
+	return sw, stop
+}
+
+// Two softnet hosts with routed vxlan ports: ping and TCP over IPv4 and
+// IPv6 cross between their TUN guests.
+func TestVXLANRoutedSoftnet(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	ha, hb := newUnderlay(t, false)
+	gs := routedGuests(t)
+	_, stopA := startRoutedSwitch(t, 0, gs[0], ha, hb)
+	_, stopB := startRoutedSwitch(t, 1, gs[1], hb, ha)
+	ping(t, gs[0], gs[1].v4)
+	ping(t, gs[1], gs[0].v6)
+	transfer(t, gs[0], gs[1], gs[1].v4, 5005, 16<<20)
+	transfer(t, gs[1], gs[0], gs[0].v6, 5006, 16<<20)
+	for _, rep := range []*Report{stopA(), stopB()} {
+		v := vxlanStatsOf(t, rep)
+		if v.RxPackets == 0 || v.RxDrops.Total() != 0 || v.Learned != 0 || v.Flooded != 0 {
+			t.Errorf("routed port: %+v", v)
+		}
+	}
+}
+
+// A softnet host with a routed vxlan port and a kernel host configured
+// as Flannel configures one (an address on the vxlan device, an onlink
+// route to the other host's prefix through its VTEP's address, static
+// neighbour and fdb entries) route between their guests.
+func TestVXLANRoutedKernelPeer(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "ethtool")
+	ha, hb := newUnderlay(t, false)
+	gs := routedGuests(t)
+	g := gs[1]
+	for _, args := range [][]string{
+		{"ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", "4789", "local", hb.addr.String(), "dev", hb.dev, "nolearning"},
+		{"ip", "link", "set", "vx0", "address", vtepMAC[1]},
+		{"ethtool", "-K", "vx0", "tso", "off"}, // a veth underlay: see kernelPeer
+		{"ip", "addr", "add", "198.18.22.0/32", "dev", "vx0"},
+		{"ip", "link", "set", "vx0", "up"},
+		{"ip", "route", "add", l3net4[0], "via", "198.18.21.0", "dev", "vx0", "onlink"},
+		{"ip", "neigh", "add", "198.18.21.0", "lladdr", vtepMAC[0], "dev", "vx0", "nud", "permanent"},
+		{"bridge", "fdb", "append", vtepMAC[0], "dev", "vx0", "dst", ha.addr.String()},
+		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{"ip", "link", "add", "gb", "type", "veth", "peer", "name", g.dev, "netns", g.ns.Name},
+		{"ip", "addr", "add", "198.18.22.1/24", "dev", "gb"},
+		{"ip", "link", "set", "gb", "up"},
+	} {
+		mustExec(t, hb.ns, args...)
+	}
+	mustExec(t, g.ns, "ip", "link", "set", g.dev, "up")
+	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v4+"/24"))
+	mustExec(t, g.ns, "ip", "route", "add", "default", "via", "198.18.22.1")
+	sw, stop := startRoutedSwitch(t, 0, gs[0], ha, hb)
+	ping(t, gs[0], g.v4)
+	ping(t, g, gs[0].v4)
+	transfer(t, gs[0], g, g.v4, 5005, 16<<20)
+	transfer(t, g, gs[0], gs[0].v4, 5006, 16<<20)
+	// A frame to another MAC than the VTEP's is not taken.
+	inner := make([]byte, 14+20)
+	copy(inner, []byte{0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0x42, 0x02, 0x08, 0x00})
+	d := make([]byte, 8+len(inner))
+	d[0] = 0x08
+	binary.BigEndian.PutUint32(d[4:], 42<<8)
+	copy(d[8:], inner)
+	sendUDP(t, hb, hb.addr, ha.addr, d)
+	waitFor(t, 15*time.Second, "the frame to another MAC counted", func() bool {
+		return vxlanStatsOf(t, sw.Stats()).RxDrops[drop.OtherHost] == 1
+	})
+	if v := vxlanStatsOf(t, stop()); v.RxPackets < 1000 {
+		t.Errorf("routed port: %+v", v)
+	}
+}
