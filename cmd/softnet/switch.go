@@ -83,21 +83,26 @@ A port is kind:NAME[,netns=NS][,queues=N][,offload=on|off][,gro=on|off]
 
 A VXLAN overlay port, vxlan:NAME,vni=N,local=IP[:PORT],remote=IP
 [,remote=IP...][,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX]
-[,netns=NS][,queues=N], is bridged like a tap port: guests' frames cross
-to the remote hosts in UDP (RFC 7348), from a socket in netns (the
-underlay's namespace). Unknown, broadcast and multicast destinations go
-to every remote; the source MACs that arrive are learned against their
-remote (ageing 300 s, at most 4096); fdb gives a MAC's remote for good.
-port is the remotes' UDP port (default 4789, the IANA port; the kernel's
-vxlan uses 8472 unless given dstport 4789); local's port is the one to
-listen on (default: port); srcports the range of outer source ports,
-picked by a hash of the inner flow (default 32768-60999). Datagrams from
-other addresses are dropped (IP_RPFILTER), as are bad headers
-(VXLAN_INVALID_HDR) and other VNIs (VXLAN_VNI_NOT_FOUND). Guests should
-have the underlay's MTU less 50 (70 over IPv6): longer packets are
-dropped (PKT_TOO_BIG) and answered with ICMP "fragmentation needed" /
-"packet too big". A kernel peer: ip link add vx0 type vxlan id N dstport
-4789 local REMOTE remote LOCAL dev ETH, bridged with its guests.
+[,netns=NS][,queues=N][,mode=l2|l3][,vtep-mac=MAC], is bridged like a
+tap port: guests' frames cross to the remote hosts in UDP (RFC 7348),
+from a socket in netns (the underlay's namespace). Unknown, broadcast
+and multicast destinations go to every remote; the source MACs that
+arrive are learned against their remote (ageing 300 s, at most 4096);
+fdb gives a MAC's remote for good. port is the remotes' UDP port
+(default 4789, the IANA port; the kernel's vxlan uses 8472 unless given
+dstport 4789); local's port is the one to listen on (default: port);
+srcports the range of outer source ports, picked by a hash of the inner
+flow (default 32768-60999). Datagrams from other addresses are dropped
+(IP_RPFILTER), as are bad headers (VXLAN_INVALID_HDR) and other VNIs
+(VXLAN_VNI_NOT_FOUND). Guests should have the underlay's MTU less 50 (70
+over IPv6): longer packets are dropped (PKT_TOO_BIG) and answered with
+ICMP "fragmentation needed" / "packet too big". A kernel peer: ip link
+add vx0 type vxlan id N dstport 4789 local REMOTE remote LOCAL dev ETH,
+bridged with its guests. With mode=l3 it is a routed VTEP beside tun
+ports, as Flannel's VXLAN backend builds one: route
+PREFIX=NAME,via=REMOTE sends guests' packets for PREFIX to REMOTE in
+frames from vtep-mac to REMOTE's VTEP MAC, given as fdb=MAC@REMOTE, and
+it takes only frames to vtep-mac (OTHERHOST).
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
@@ -252,7 +257,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME, tap:NAME or vxlan:NAME,vni=N,local=IP,remote=IP (see above) with ,netns=NS ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
-	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
+	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports; PREFIX=PORT,via=REMOTE for a routed vxlan port)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
