@@ -308,30 +308,30 @@ func TestFinishPartial(t *testing.T) {
 // IPv4 packet without DF is not dropped.
 func TestTooBigRules(t *testing.T) {
 	dst := make([]byte, tooBigRoom)
-	if d, n := tooBig(dst, frame(macB, macA, 1, 2, 100), 1450); d || n != 0 {
+	if d, n := tooBig(dst, frame(macB, macA, 1, 2, 100), 1450, packet.L2); d || n != 0 {
 		t.Error("a frame that fits was dropped")
 	}
 	big := frame(macB, macA, 1, 2, 1500)
-	if d, n := tooBig(dst, big, 1450); !d || n == 0 {
+	if d, n := tooBig(dst, big, 1450, packet.L2); !d || n == 0 {
 		t.Error("a DF packet too big got no error")
 	}
 	big[14+6] = 0
-	if d, n := tooBig(dst, big, 1450); d || n != 0 {
+	if d, n := tooBig(dst, big, 1450, packet.L2); d || n != 0 {
 		t.Error("a packet without DF was dropped")
 	}
 	icmpErr := frame(macB, macA, 1, 2, 1500)
 	icmpErr[14+9] = packet.ProtoICMP
 	icmpErr[14+20] = 3 // destination unreachable
 	packet.SetIPv4HeaderChecksum(icmpErr[14:34])
-	if d, n := tooBig(dst, icmpErr, 1450); !d || n != 0 {
+	if d, n := tooBig(dst, icmpErr, 1450, packet.L2); !d || n != 0 {
 		t.Errorf("an ICMP error: drop %v, answered with %d bytes", d, n)
 	}
 	echo := bytes.Clone(icmpErr)
 	echo[14+20] = 8
-	if d, n := tooBig(dst, echo, 1450); !d || n == 0 {
+	if d, n := tooBig(dst, echo, 1450, packet.L2); !d || n == 0 {
 		t.Error("an echo request got no error")
 	}
-	if n := testing.AllocsPerRun(100, func() { tooBig(dst, echo, 1450) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { tooBig(dst, echo, 1450, packet.L2) }); n != 0 {
 		t.Errorf("%v allocs", n)
 	}
 }
@@ -350,5 +350,16 @@ func TestFDBStatic(t *testing.T) {
 	}
 	if r, ok := f.lookup(macB, now); !ok || r != 0 || f.moved.Load() != 0 {
 		t.Fatalf("learned station beside a static one: %d, %v (moved %d)", r, ok, f.moved.Load())
+	}
+}
+
+// A routed port's packets are IP packets, and so are its errors.
+func TestTooBigRouted(t *testing.T) {
+	dst := make([]byte, tooBigRoom)
+	pkt := frame(macB, macA, 1, 2, 1500)[14:]
+	d, n := tooBig(dst, pkt, 1450, packet.L3)
+	var h packet.Headers
+	if ok, _ := packet.Parse(dst[:n], packet.L3, &h); !d || !ok || h.IPProto != packet.ProtoICMP || h.SrcIP.String() != "198.18.9.2" {
+		t.Fatalf("drop %v, error %+v", d, h)
 	}
 }

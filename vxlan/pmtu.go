@@ -21,8 +21,9 @@ const (
 	tooBigRoom = 14 + icmp6MaxLen
 )
 
-// tooBig decides what to do with an inner frame f that is longer than
-// the overlay carries whole, for an inner IP MTU of mtu. It reports
+// tooBig decides what to do with an inner frame f (or a routed port's
+// IP packet, by layer) that is longer than the overlay carries whole,
+// for an inner IP MTU of mtu. It reports
 // whether to drop it, and writes into dst (at least tooBigRoom bytes)
 // the ICMP error toward its sender, returning the error's length (0 for
 // none). As the kernel's tunnels do (iptunnel_pmtud_build_icmp), the
@@ -32,9 +33,9 @@ const (
 // IP, is not dropped: the outer packet is fragmented instead. No error
 // answers an ICMP error, a later fragment, or a group or unspecified
 // source.
-func tooBig(dst, f []byte, mtu int) (bool, int) {
+func tooBig(dst, f []byte, mtu int, layer packet.Layer) (bool, int) {
 	var h packet.Headers
-	if ok, _ := packet.Parse(f, packet.L2, &h); !ok || h.L3Len <= mtu {
+	if ok, _ := packet.Parse(f, layer, &h); !ok || h.L3Len <= mtu {
 		return false, 0
 	}
 	v4 := h.Proto == packet.EtherTypeIPv4
@@ -47,7 +48,10 @@ func tooBig(dst, f []byte, mtu int) (bool, int) {
 		return true, 0
 	}
 	ip := f[h.L3Off:min(h.L3Off+h.L3Len, len(f))]
-	n := packet.PutEthernet(dst, h.Src, h.Dst, h.Proto)
+	n := 0
+	if layer == packet.L2 {
+		n = packet.PutEthernet(dst, h.Src, h.Dst, h.Proto)
+	}
 	if v4 {
 		quote := ip[:min(len(ip), icmpMaxLen-packet.IPv4HeaderLen-packet.ICMPHeaderLen)]
 		n += packet.PutIPv4(dst[n:], h.DstIP, h.SrcIP, packet.ProtoICMP, 64, packet.ICMPHeaderLen+len(quote))

@@ -241,7 +241,7 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 	case len(f) > MaxFrame:
 		q.drop(c, b, drop.PktTooBig)
 		return
-	case q.mtu > 0 && len(f) > q.mtu+14 && q.tooBig(c, f): // frames of an L2 port only
+	case q.mtu > 0 && len(f) > q.mtu+14 && q.tooBig(c, f):
 		q.drop(c, b, drop.PktTooBig)
 		return
 	}
@@ -283,7 +283,7 @@ func (q *txQueue) queueRouted(c *buffer.Cache, b *buffer.Buf, orig int32) {
 		q.drop(c, b, drop.PktTooSmall)
 		return
 	}
-	if len(pkt) > MaxFrame-14 {
+	if len(pkt) > MaxFrame-14 || q.mtu > 0 && len(pkt) > q.mtu && q.tooBig(c, pkt) {
 		q.drop(c, b, drop.PktTooBig)
 		return
 	}
@@ -334,7 +334,7 @@ func (q *txQueue) message(pi, r int32, f []byte, sport uint16, inner uint32) {
 // overlay, and if so, sends its sender the ICMP error that says so,
 // through the receive queue of this worker.
 func (q *txQueue) tooBig(c *buffer.Cache, f []byte) bool {
-	mustDrop, n := tooBig(q.errBuf[:], f, q.mtu)
+	mustDrop, n := tooBig(q.errBuf[:], f, q.mtu, q.layer)
 	if n == 0 {
 		return mustDrop
 	}

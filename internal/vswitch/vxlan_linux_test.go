@@ -480,22 +480,31 @@ func startRoutedSwitch(t *testing.T, i int, g *guest, h, peer overlayHost) (*Swi
 }
 
 // Two softnet hosts with routed vxlan ports: ping and TCP over IPv4 and
-// IPv6 cross between their TUN guests.
+// IPv6 cross between their TUN guests, over an underlay with room for
+// the guests' 1500-byte MTU and over one without, where the guests'
+// path MTU adapts to the ICMP errors the ports send.
 func TestVXLANRoutedSoftnet(t *testing.T) {
 	netnstest.RequireTools(t, "ping")
-	ha, hb := newUnderlay(t, false)
-	gs := routedGuests(t)
-	_, stopA := startRoutedSwitch(t, 0, gs[0], ha, hb)
-	_, stopB := startRoutedSwitch(t, 1, gs[1], hb, ha)
-	ping(t, gs[0], gs[1].v4)
-	ping(t, gs[1], gs[0].v6)
-	transfer(t, gs[0], gs[1], gs[1].v4, 5005, 16<<20)
-	transfer(t, gs[1], gs[0], gs[0].v6, 5006, 16<<20)
-	for _, rep := range []*Report{stopA(), stopB()} {
-		v := vxlanStatsOf(t, rep)
-		if v.RxPackets == 0 || v.RxDrops.Total() != 0 || v.Learned != 0 || v.Flooded != 0 {
-			t.Errorf("routed port: %+v", v)
-		}
+	for _, mtu := range []string{underlayMTU, "1500"} {
+		t.Run("mtu"+mtu, func(t *testing.T) {
+			ha, hb := newUnderlayMTU(t, false, mtu)
+			gs := routedGuests(t)
+			_, stopA := startRoutedSwitch(t, 0, gs[0], ha, hb)
+			_, stopB := startRoutedSwitch(t, 1, gs[1], hb, ha)
+			ping(t, gs[0], gs[1].v4)
+			ping(t, gs[1], gs[0].v6)
+			transfer(t, gs[0], gs[1], gs[1].v4, 5005, 16<<20)
+			transfer(t, gs[1], gs[0], gs[0].v6, 5006, 16<<20)
+			for _, rep := range []*Report{stopA(), stopB()} {
+				v := vxlanStatsOf(t, rep)
+				if v.RxPackets == 0 || v.RxDrops.Total() != 0 || v.Learned != 0 || v.Flooded != 0 {
+					t.Errorf("routed port: %+v", v)
+				}
+				if tooBig := v.TooBig > 0; tooBig != (mtu == "1500") {
+					t.Errorf("underlay MTU %s, %d too-big errors: %+v", mtu, v.TooBig, v)
+				}
+			}
+		})
 	}
 }
 
