@@ -30,6 +30,19 @@
 // and partial checksums from guests' TAP devices are finished in
 // software first (package vnet).
 //
+// A packet longer than the underlay's path MTU less the encapsulation
+// (Port.MTU) is dropped as PKT_TOO_BIG and answered, as the kernel's
+// tunnels do, with ICMP "fragmentation needed" or "packet too big" from
+// its destination, handed over by the receive queue of the same worker.
+// Frames that a peer's offloads left unfinished over a veth underlay (a
+// checksum holding the pseudo-header sum, a whole TCP GSO datagram) are
+// finished or handed on as GSO packets.
+//
+// With Config.L3 the port is routed, as Flannel's and Calico's VXLAN
+// backends use the overlay: an L3 port and a VTEP with a MAC of its own,
+// sending each IP packet to the remote its route names (SetRoutes) and
+// taking only frames to its MAC.
+//
 // The port's sockets live in the underlay's network namespace
 // (Config.NetNS), as package tun's devices do.
 package vxlan

@@ -590,3 +590,48 @@ func TestPortRouted(t *testing.T) {
 		t.Fatalf("a routed port learned: %+v", s)
 	}
 }
+
+// A received TCP frame longer than a 1500-byte MTU becomes a GSO packet
+// whose segments fit that MTU and carry correct checksums; other frames
+// are left alone.
+func TestMarkGSO(t *testing.T) {
+	pool, c := newPool(t)
+	put := func(f []byte) *buffer.Buf {
+		class, _ := pool.ClassFor(len(f))
+		b, err := c.Get(class)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := b.Append(len(f))
+		copy(d, f)
+		return b
+	}
+	b := put(tcpFrame(5000))
+	defer c.Consume(b)
+	if !markGSO(b, packet.L2) || b.Flags() != tun.FlagVnetHdr {
+		t.Fatal("not marked")
+	}
+	h, _ := vnet.Decode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
+	if h.GSOType != vnet.GSOTCPv4 || h.GSOSize != 1460 || h.HdrLen != 54 || !h.NeedsCsum() {
+		t.Fatalf("header %+v", h)
+	}
+	segs := make([]*buffer.Buf, vnet.MaxSegments)
+	n, reason := vnet.Segment(c, h, b.Bytes(), packet.L2, segs)
+	if n != 4 {
+		t.Fatalf("%d segments (%v)", n, reason)
+	}
+	for _, s := range segs[:n] {
+		var ph packet.Headers
+		if ok, _ := packet.Parse(s.Bytes(), packet.L2, &ph); !ok || ph.L3Len > 1500 || !packet.TransportChecksumOK(s.Bytes(), &ph) {
+			t.Fatalf("segment of %d bytes: bad", s.Len())
+		}
+	}
+	c.ConsumeBulk(segs[:n])
+	for _, f := range [][]byte{tcpFrame(1000), frame(macB, macA, 1, 2, 5000)} {
+		o := put(f)
+		if markGSO(o, packet.L2) || o.Flags() != 0 {
+			t.Error("a frame that is no large TCP packet was marked")
+		}
+		c.Consume(o)
+	}
+}

@@ -3,6 +3,7 @@ package vxlan
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -34,11 +35,17 @@ type rxQueue struct {
 	// for (a queue is polled through one worker's cache).
 	pool  *buffer.Pool
 	class buffer.Class
-	bufs  []*buffer.Buf
-	msgs  []unix.Mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6 // large enough for either family
-	learn pending
+	// large is the class that holds a whole GSO datagram, taken instead
+	// of class for largeHold after a datagram did not fit (hasLarge: the
+	// pool has one).
+	large      buffer.Class
+	hasLarge   bool
+	largeUntil int64
+	bufs       []*buffer.Buf
+	msgs       []unix.Mmsghdr
+	iovs       []unix.Iovec
+	names      []unix.RawSockaddrInet6 // large enough for either family
+	learn      pending
 	// pending are ICMP errors the queue's transmit side made for guests
 	// whose packets were too big, handed over first by the next Receive
 	// on the same worker; notify has the worker poll the queue for them.
@@ -92,7 +99,16 @@ func (q *rxQueue) syncPool(c *buffer.Cache) {
 	} else {
 		q.class = buffer.Class(p.NumClasses() - 1)
 	}
+	q.large, q.hasLarge = p.ClassFor(maxDatagram)
+	q.hasLarge = q.hasLarge && q.large != q.class
 }
+
+// maxDatagram is the longest UDP payload over IPv4.
+const maxDatagram = 65535 - 20 - udpLen
+
+// largeHold is how long a queue takes large buffers after a datagram
+// did not fit: a peer that sends GSO datagrams sends many.
+const largeHold = int64(10 * time.Second)
 
 // maxPendingErrors bounds the ICMP errors waiting for the next Receive:
 // more in one burst would only repeat themselves.
@@ -123,10 +139,15 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	now := clock()
+	class := q.class
+	if q.hasLarge && now < q.largeUntil {
+		class = q.large
+	}
 	got := q.bufs[:n]
-	if c.GetBulk(got, q.class) != nil {
+	if c.GetBulk(got, class) != nil {
 		// Too few for the burst: one datagram at a time, or none.
-		b, err := c.Get(q.class)
+		b, err := c.Get(class)
 		if err != nil {
 			// The datagrams stay in the socket, which drops for us if it
 			// overflows meanwhile.
@@ -157,7 +178,6 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		}
 		return 0, fmt.Errorf("vxlan %s: recvmmsg: %w: %w", q.p.cfg.Name, port.ErrDown, err)
 	}
-	now := clock()
 	out := 0
 	for i, b := range got[:m] {
 		ok, reason := q.accept(b, i, now)
@@ -185,6 +205,11 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 func (q *rxQueue) accept(b *buffer.Buf, i int, now int64) (bool, drop.Reason) {
 	msg := &q.msgs[i]
 	if msg.Hdr.Flags&unix.MSG_TRUNC != 0 {
+		// Likely a GSO datagram from a peer's offload over a veth: this
+		// one is lost, those that follow will fit.
+		if q.hasLarge {
+			q.largeUntil = now + largeHold
+		}
 		return false, drop.PktTooBig
 	}
 	remote := q.remote(&q.names[i], msg.Hdr.Namelen)
@@ -215,7 +240,10 @@ func (q *rxQueue) accept(b *buffer.Buf, i int, now int64) (bool, drop.Reason) {
 	if !b.SetData(start, off+length-start) {
 		return false, drop.PktTooBig
 	}
-	if finishPartial(inner) {
+	switch {
+	case b.Len() > maxPlain && markGSO(b, q.p.info.Layer):
+		q.ctr.n[cRxGSO]++
+	case finishPartial(inner):
 		q.ctr.n[cRxCsumFinished]++
 	}
 	if !q.p.cfg.L3 {

@@ -35,6 +35,10 @@ type Stats struct {
 	Segments       uint64 `json:"segments"`
 	CsumFinished   uint64 `json:"csum_finished"`
 	RxCsumFinished uint64 `json:"rx_csum_finished"`
+	// RxGSO counts the TCP GSO datagrams received whole (a peer's
+	// segmentation offload over a veth underlay) and handed on as GSO
+	// packets, for the egress port to pass whole or segment.
+	RxGSO uint64 `json:"rx_gso"`
 	// TooBig counts the ICMP errors ("fragmentation needed", "packet
 	// too big") sent back toward guests whose packets did not fit the
 	// overlay, each dropped as PKT_TOO_BIG.
@@ -59,6 +63,7 @@ const (
 	cSegments
 	cCsumFinished
 	cRxCsumFinished
+	cRxGSO
 	cTooBig
 	cRxDrops                                      // + drop.Reason
 	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
@@ -98,6 +103,7 @@ func statsOf(qs []*counters) Stats {
 
 		RxCsumFinished: sum[cRxCsumFinished],
 		TooBig:         sum[cTooBig],
+		RxGSO:          sum[cRxGSO],
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
