@@ -48,35 +48,48 @@ const (
 	// header chain is cut short, so the guard cannot see what it carries
 	// (RFC 7113).
 	RAGuard
+	// VXLANInvalidHdr: a VXLAN header without the I flag or with
+	// reserved bits set (the kernel's VXLAN_INVALID_HDR).
+	VXLANInvalidHdr
+	// VXLANVNINotFound: a VXLAN datagram for a VNI the port does not
+	// serve (the kernel's VXLAN_VNI_NOT_FOUND).
+	VXLANVNINotFound
+	// OtherHost: a frame for another station's MAC where only frames to
+	// this one are taken (the kernel's OTHERHOST): a routed VXLAN port's
+	// inner frames must be addressed to its VTEP.
+	OtherHost
 	NumReasons // the number of reasons; not a reason
 )
 
 var reasonNames = [NumReasons]string{
-	NotSpecified:   "NOT_SPECIFIED",
-	PktTooSmall:    "PKT_TOO_SMALL",
-	PktTooBig:      "PKT_TOO_BIG",
-	HdrTrunc:       "HDR_TRUNC",
-	DevHdr:         "DEV_HDR",
-	DevReady:       "DEV_READY",
-	FullRing:       "FULL_RING",
-	NoMem:          "NOMEM",
-	InvalidProto:   "INVALID_PROTO",
-	UnhandledProto: "UNHANDLED_PROTO",
-	Csum:           "CSUM",
-	GsoSeg:         "GSO_SEG",
-	Filter:         "FILTER",
-	Prog:           "PROG",
-	NoRoute:        "NO_ROUTE",
-	QueuePurge:     "QUEUE_PURGE",
-	SocketRcvBuff:  "SOCKET_RCVBUFF",
-	IPTTL:          "IP_TTL",
-	IPCsum:         "IP_CSUM",
-	IPRPFilter:     "IP_RPFILTER",
-	MACSpoof:       "MAC_SPOOF",
-	ARPSpoof:       "ARP_SPOOF",
-	NDiscSpoof:     "IPV6_NDISC_SPOOF",
-	DHCPServer:     "DHCP_SERVER",
-	RAGuard:        "IPV6_RA_GUARD",
+	NotSpecified:     "NOT_SPECIFIED",
+	PktTooSmall:      "PKT_TOO_SMALL",
+	PktTooBig:        "PKT_TOO_BIG",
+	HdrTrunc:         "HDR_TRUNC",
+	DevHdr:           "DEV_HDR",
+	DevReady:         "DEV_READY",
+	FullRing:         "FULL_RING",
+	NoMem:            "NOMEM",
+	InvalidProto:     "INVALID_PROTO",
+	UnhandledProto:   "UNHANDLED_PROTO",
+	Csum:             "CSUM",
+	GsoSeg:           "GSO_SEG",
+	Filter:           "FILTER",
+	Prog:             "PROG",
+	NoRoute:          "NO_ROUTE",
+	QueuePurge:       "QUEUE_PURGE",
+	SocketRcvBuff:    "SOCKET_RCVBUFF",
+	IPTTL:            "IP_TTL",
+	IPCsum:           "IP_CSUM",
+	IPRPFilter:       "IP_RPFILTER",
+	MACSpoof:         "MAC_SPOOF",
+	ARPSpoof:         "ARP_SPOOF",
+	NDiscSpoof:       "IPV6_NDISC_SPOOF",
+	DHCPServer:       "DHCP_SERVER",
+	RAGuard:          "IPV6_RA_GUARD",
+	VXLANInvalidHdr:  "VXLAN_INVALID_HDR",
+	VXLANVNINotFound: "VXLAN_VNI_NOT_FOUND",
+	OtherHost:        "OTHERHOST",
 }
 
 // String returns the kernel-style name, such as "HDR_TRUNC".

@@ -21,7 +21,7 @@ func TestReasonNamesRoundTrip(t *testing.T) {
 	if _, err := ParseReason("NO_SUCH_REASON"); err == nil {
 		t.Fatal("ParseReason accepted an unknown name")
 	}
-	if got := NumReasons.String(); got != "REASON_25" {
+	if got := NumReasons.String(); got != "REASON_28" {
 		t.Fatalf("out-of-range String = %q", got)
 	}
 }

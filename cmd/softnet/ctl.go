@@ -251,7 +251,7 @@ success.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if err := client().Post(cmd.Context(), "/v1/routes", control.Route{Prefix: rt.Prefix.String(), Port: rt.Port}, nil); err != nil {
+			if err := client().Post(cmd.Context(), "/v1/routes", routeBody(rt), nil); err != nil {
 				return ctlError(err)
 			}
 			return nil
@@ -528,4 +528,13 @@ func writeRates(w io.Writer, prev, cur *vswitch.Report, dt time.Duration) {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// routeBody is rt as POST /v1/routes takes it.
+func routeBody(rt vswitch.RouteSpec) control.Route {
+	r := control.Route{Prefix: rt.Prefix.String(), Port: rt.Port}
+	if rt.Via.IsValid() {
+		r.Via = rt.Via.String()
+	}
+	return r
 }

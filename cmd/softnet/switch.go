@@ -78,7 +78,7 @@ queues, offload and the port security options:
             (ARP_SPOOF, IPV6_NDISC_SPOOF). Default: the prefixes routed to
             a tun port, any on a tap port; allow=any for a guest that
             routes for others
-  mac       tap only: the source MACs the guest may use (MAC_SPOOF),
+  mac       tap and vxlan: the source MACs the guest may use (MAC_SPOOF),
             their EUI-64 link-local addresses allowed too (default any);
             with allow= and no mac=, list fe80::/64 for IPv6 link-local
             traffic (neighbour and router discovery)
@@ -89,6 +89,29 @@ queues, offload and the port security options:
             while no port is a router, guests' router solicitations and
             MLDv2/IGMPv3 reports (to ff02::2, ff02::16, 224.0.0.2,
             224.0.0.22) drop as NO_ROUTE instead of reaching every port
+
+A VXLAN overlay port, vxlan:NAME,vni=N,local=IP[:PORT],remote=IP
+[,remote=IP...][,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX]
+[,netns=NS][,queues=N][,mode=l2|l3][,vtep-mac=MAC], is bridged like a
+tap port: guests' frames cross to the remote hosts in UDP (RFC 7348),
+from a socket in netns (the underlay's namespace). Unknown, broadcast
+and multicast destinations go to every remote; the source MACs that
+arrive are learned against their remote (ageing 300 s, at most 4096);
+fdb gives a MAC's remote for good. port is the remotes' UDP port
+(default 4789, the IANA port; the kernel's vxlan uses 8472 unless given
+dstport 4789); local's port is the one to listen on (default: port);
+srcports the range of outer source ports, picked by a hash of the inner
+flow (default 32768-60999). Datagrams from other addresses are dropped
+(IP_RPFILTER), as are bad headers (VXLAN_INVALID_HDR) and other VNIs
+(VXLAN_VNI_NOT_FOUND). Guests should have the underlay's MTU less 50 (70
+over IPv6): longer packets are dropped (PKT_TOO_BIG) and answered with
+ICMP "fragmentation needed" / "packet too big". A kernel peer: ip link
+add vx0 type vxlan id N dstport 4789 local REMOTE remote LOCAL dev ETH,
+bridged with its guests. With mode=l3 it is a routed VTEP beside tun
+ports, as Flannel's VXLAN backend builds one: route
+PREFIX=NAME,via=REMOTE sends guests' packets for PREFIX to REMOTE in
+frames from vtep-mac to REMOTE's VTEP MAC, given as fdb=MAC@REMOTE, and
+it takes only frames to vtep-mac (OTHERHOST).
 
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
@@ -242,8 +265,8 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME or tap:NAME (or vhost-user:NAME,socket=PATH) with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
-	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports)")
+	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME, tap:NAME, vhost-user:NAME,socket=PATH or vxlan:NAME,vni=N,local=IP,remote=IP (see above) with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
+	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports; PREFIX=PORT,via=REMOTE for a routed vxlan port)")
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")

@@ -232,6 +232,16 @@ type Port struct {
 type Route struct {
 	Prefix string `json:"prefix"`
 	Port   string `json:"port"`
+	Via    string `json:"via,omitempty"` // a routed vxlan port's remote
+}
+
+// routeOf is rt as the API shows it.
+func routeOf(rt vswitch.RouteSpec) Route {
+	r := Route{Prefix: rt.Prefix.String(), Port: rt.Port}
+	if rt.Via.IsValid() {
+		r.Via = rt.Via.String()
+	}
+	return r
 }
 
 // Config is GET /v1/config: the running configuration in configuration
@@ -276,7 +286,7 @@ func portOf(pv vswitch.PortView, st engine.Stats) Port {
 func (s *Server) routes(w http.ResponseWriter, _ *http.Request) {
 	out := []Route{}
 	for _, r := range s.sw.Config().Routes {
-		out = append(out, Route{Prefix: r.Prefix.String(), Port: r.Port})
+		out = append(out, routeOf(r))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

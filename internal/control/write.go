@@ -108,7 +108,11 @@ func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `route: want {"prefix": "PREFIX", "port": "NAME"}`)
 		return
 	}
-	rt, err := vswitch.ParseRoute(req.Prefix + "=" + req.Port)
+	spec := req.Prefix + "=" + req.Port
+	if req.Via != "" {
+		spec += ",via=" + req.Via
+	}
+	rt, err := vswitch.ParseRoute(spec)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -118,7 +122,7 @@ func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/routes/"+rt.Prefix.String())
-	writeJSON(w, http.StatusCreated, Route{Prefix: rt.Prefix.String(), Port: rt.Port})
+	writeJSON(w, http.StatusCreated, routeOf(rt))
 }
 
 // removeRoute is DELETE /v1/routes/{prefix...}: the prefix as it is

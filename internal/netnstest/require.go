@@ -43,6 +43,7 @@ func RequireTools(t testing.TB, tools ...string) {
 // and the lab run (.ci/run installs them).
 var toolPackages = map[string]string{
 	"dpdk-testpmd": "dpdk-dev",
+	"ethtool":      "ethtool",
 	"ip":           "iproute2",
 	"iperf3":       "iperf3",
 	"ping":         "iputils-ping",

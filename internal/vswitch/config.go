@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -13,13 +14,18 @@ import (
 	"softnet.dev/program"
 	"softnet.dev/tun"
 	"softnet.dev/vhostuser"
+	"softnet.dev/vxlan"
 )
 
 // PortSpec is one --port argument:
 // kind:NAME[,netns=NS][,dev=IFNAME][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
 // [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-// [,router=on|off], or vhost-user:NAME,socket=PATH[,mode=server|client] with
-// queues, offload and the port security options.
+// [,router=on|off], kind tun or tap; vhost-user:NAME,socket=PATH
+// [,mode=server|client] with queues, offload and the port security
+// options; or a VXLAN overlay port,
+// vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...]
+// [,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX][,netns=NS][,queues=N]
+// and the policy options, whose namespace is the underlay's.
 type PortSpec struct {
 	// TAP says the port carries Ethernet frames and is bridged: a TAP
 	// device, or with VhostUser a vhost-user port.
@@ -31,8 +37,27 @@ type PortSpec struct {
 	// Client: the vhost-user port connects to the front-end's socket
 	// (mode=client) instead of listening on it (mode=server, the
 	// default).
-	Client  bool
-	Name    string
+	Client bool
+	Name   string
+	// VXLAN is a vxlan: port, which is bridged like a TAP port. Its
+	// overlay is VNI, Local (port 0: DstPort), Remotes and DstPort
+	// (port=; 0: vxlan.DefaultPort).
+	VXLAN   bool
+	VNI     uint32
+	Local   netip.AddrPort
+	Remotes []netip.Addr
+	DstPort uint16
+	// SrcPorts are the outer source ports (srcports=MIN-MAX; zero:
+	// the kernel's ephemeral range, as vxlan.Config's defaults).
+	SrcPorts [2]uint16
+	// Static are the fdb=MAC@REMOTE entries: stations whose remote is
+	// known, never learned over or aged; a routed port's remote VTEP MACs.
+	Static []vxlan.StaticEntry
+	// L3 (mode=l3) makes a routed overlay port, routed like a tun port
+	// (route PREFIX=NAME,via=REMOTE), a VTEP whose MAC is VTEPMAC
+	// (vtep-mac=).
+	L3      bool
+	VTEPMAC [6]byte
 	NetNS   string // a name as `ip netns` takes it, or a namespace file's absolute path
 	Queues  int    // 0: one per worker
 	Offload bool   // default on
@@ -62,6 +87,8 @@ func (p PortSpec) String() string {
 	switch {
 	case p.VhostUser:
 		kind = "vhost-user"
+	case p.VXLAN:
+		kind = "vxlan"
 	case p.TAP:
 		kind = "tap"
 	}
@@ -70,6 +97,29 @@ func (p PortSpec) String() string {
 		s += ",socket=" + p.Socket
 		if p.Client {
 			s += ",mode=client"
+		}
+	}
+	if p.VXLAN {
+		s += fmt.Sprintf(",vni=%d,local=", p.VNI)
+		if p.Local.Port() != 0 {
+			s += p.Local.String()
+		} else {
+			s += p.Local.Addr().String()
+		}
+		for _, r := range p.Remotes {
+			s += ",remote=" + r.String()
+		}
+		if p.DstPort != 0 {
+			s += ",port=" + strconv.Itoa(int(p.DstPort))
+		}
+		for _, e := range p.Static {
+			s += ",fdb=" + net.HardwareAddr(e.MAC[:]).String() + "@" + e.Remote.String()
+		}
+		if p.L3 {
+			s += ",mode=l3,vtep-mac=" + net.HardwareAddr(p.VTEPMAC[:]).String()
+		}
+		if p.SrcPorts != [2]uint16{} {
+			s += fmt.Sprintf(",srcports=%d-%d", p.SrcPorts[0], p.SrcPorts[1])
 		}
 	}
 	if p.NetNS != "" {
@@ -81,9 +131,9 @@ func (p PortSpec) String() string {
 	if p.Queues > 0 {
 		s += ",queues=" + strconv.Itoa(p.Queues)
 	}
-	if !p.Offload {
+	if !p.VXLAN && !p.Offload {
 		s += ",offload=off"
-	} else if !p.GRO && !p.VhostUser {
+	} else if !p.VXLAN && !p.VhostUser && !p.GRO {
 		s += ",gro=off"
 	}
 	if p.IO != tun.IOAuto {
@@ -104,10 +154,12 @@ func (p PortSpec) String() string {
 	return s
 }
 
-// RouteSpec is one --route argument: PREFIX=PORT, PORT a port's name.
+// RouteSpec is one --route argument: PREFIX=PORT[,via=REMOTE], PORT a
+// port's name, REMOTE the remote VTEP of a routed vxlan port.
 type RouteSpec struct {
 	Prefix netip.Prefix
 	Port   string
+	Via    netip.Addr
 
 	at string
 }
@@ -127,16 +179,18 @@ type Config struct {
 func ParsePort(s string) (PortSpec, error) {
 	kind, rest, ok := strings.Cut(s, ":")
 	spec := PortSpec{Offload: true, GRO: true}
-	groSet := false
+	groSet, vniSet := false, false
 	switch {
 	case !ok:
-		return spec, fmt.Errorf("port %q: want tun:NAME, tap:NAME or vhost-user:NAME,socket=PATH", s)
+		return spec, fmt.Errorf("port %q: want tun:NAME, tap:NAME, vhost-user:NAME,socket=PATH or vxlan:NAME,vni=N,local=IP,remote=IP", s)
 	case kind == "tap":
 		spec.TAP = true
 	case kind == "vhost-user":
 		spec.TAP, spec.VhostUser, spec.GRO = true, true, false
+	case kind == "vxlan":
+		spec.VXLAN = true
 	case kind != "tun":
-		return spec, fmt.Errorf("port %q: unknown kind %q (tun, tap or vhost-user)", s, kind)
+		return spec, fmt.Errorf("port %q: unknown kind %q (tun, tap, vhost-user or vxlan)", s, kind)
 	}
 	fields := strings.Split(rest, ",")
 	spec.Name = fields[0]
@@ -145,8 +199,18 @@ func ParsePort(s string) (PortSpec, error) {
 		if !ok || v == "" {
 			return spec, fmt.Errorf("port %q: option %q: want key=value", s, f)
 		}
+		vniSet = vniSet || k == "vni"
+		if handled, err := spec.parseVXLANOption(k, v); handled || err != nil {
+			if err != nil {
+				return spec, fmt.Errorf("port %q: %w", s, err)
+			}
+			continue
+		}
 		if spec.VhostUser && (k == "netns" || k == "dev" || k == "gro" || k == "io") {
 			return spec, fmt.Errorf("port %q: %s= applies to tun and tap devices, not to vhost-user ports", s, k)
+		}
+		if spec.VXLAN && (k == "offload" || k == "gro" || k == "io" || k == "dev") {
+			return spec, fmt.Errorf("port %q: %s= applies to tun and tap ports", s, k)
 		}
 		switch k {
 		case "socket", "mode":
@@ -199,7 +263,7 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.Allow = &a
 		case "mac":
-			if !spec.TAP {
+			if !spec.TAP && !spec.VXLAN {
 				return spec, fmt.Errorf("port %q: mac= applies to tap ports: tun ports carry no MAC addresses", s)
 			}
 			m, err := program.ParseMACs(v)
@@ -208,7 +272,14 @@ func ParsePort(s string) (PortSpec, error) {
 			}
 			spec.MACs = m
 		default:
-			return spec, fmt.Errorf("port %q: unknown option %q (netns, dev, queues, offload, gro, io, allow, mac, dhcp-server, router; socket and mode for vhost-user)", s, k)
+			opts := "netns, dev, queues, offload, gro, io, allow, mac, dhcp-server, router"
+			switch {
+			case spec.VXLAN:
+				opts = "vni, local, remote, fdb, port, srcports, mode, vtep-mac, netns, queues, allow, mac, dhcp-server, router"
+			case spec.VhostUser:
+				opts = "socket, mode, queues, offload, allow, mac, dhcp-server, router"
+			}
+			return spec, fmt.Errorf("port %q: unknown option %q (%s)", s, k, opts)
 		}
 	}
 	if spec.VhostUser {
@@ -216,6 +287,15 @@ func ParsePort(s string) (PortSpec, error) {
 			return spec, fmt.Errorf("port %q: a vhost-user port needs socket=PATH", s)
 		}
 		if err := spec.vhostUser(spec.Queues).Validate(); err != nil {
+			return spec, fmt.Errorf("port %q: %w", s, err)
+		}
+		return spec, nil
+	}
+	if spec.VXLAN {
+		if !vniSet {
+			return spec, fmt.Errorf("port %q: vxlan ports need vni=N", s)
+		}
+		if err := spec.validate(max(spec.Queues, 1)); err != nil {
 			return spec, fmt.Errorf("port %q: %w", s, err)
 		}
 		return spec, nil
@@ -239,6 +319,110 @@ func ParsePort(s string) (PortSpec, error) {
 	return spec, nil
 }
 
+// parseVXLANOption parses an option of a vxlan: port and reports
+// whether it was one.
+func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
+	switch k {
+	case "mode":
+		if !p.VXLAN {
+			return false, nil // a vhost-user port's
+		}
+	case "vni", "local", "remote", "port", "srcports", "fdb", "vtep-mac":
+		if !p.VXLAN {
+			return true, fmt.Errorf("%s= applies to vxlan ports", k)
+		}
+	default:
+		return false, nil
+	}
+	switch k {
+	case "vni":
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n > vxlan.MaxVNI {
+			return true, fmt.Errorf("vni %q: want 0 to %d", v, vxlan.MaxVNI)
+		}
+		p.VNI = uint32(n)
+	case "local":
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return true, fmt.Errorf("local %q: want IP or IP:PORT ([IPv6]:PORT)", v)
+			}
+			ap = netip.AddrPortFrom(a, 0)
+		}
+		p.Local = ap
+	case "remote":
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return true, fmt.Errorf("remote %q: want an IP address", v)
+		}
+		p.Remotes = append(p.Remotes, a)
+	case "port":
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || n == 0 {
+			return true, fmt.Errorf("port %q: want a UDP port, 1 to 65535", v)
+		}
+		p.DstPort = uint16(n)
+	case "srcports":
+		lo, hi, ok := strings.Cut(v, "-")
+		a, aerr := strconv.ParseUint(lo, 10, 16)
+		b, berr := strconv.ParseUint(hi, 10, 16)
+		if !ok || aerr != nil || berr != nil || a == 0 || a > b {
+			return true, fmt.Errorf("srcports %q: want MIN-MAX, 1 <= MIN <= MAX <= 65535", v)
+		}
+		p.SrcPorts = [2]uint16{uint16(a), uint16(b)}
+	case "fdb":
+		mac, ip, ok := strings.Cut(v, "@")
+		m, merr := net.ParseMAC(mac)
+		r, rerr := netip.ParseAddr(ip)
+		if !ok || merr != nil || len(m) != 6 || rerr != nil {
+			return true, fmt.Errorf("fdb %q: want MAC@REMOTE", v)
+		}
+		p.Static = append(p.Static, vxlan.StaticEntry{MAC: [6]byte(m), Remote: r})
+	case "mode":
+		if v != "l2" && v != "l3" {
+			return true, fmt.Errorf("mode %q: want l2 (bridged) or l3 (routed)", v)
+		}
+		p.L3 = v == "l3"
+	case "vtep-mac":
+		m, err := net.ParseMAC(v)
+		if err != nil || len(m) != 6 {
+			return true, fmt.Errorf("vtep-mac %q: want a MAC address", v)
+		}
+		p.VTEPMAC = [6]byte(m)
+	}
+	return true, nil
+}
+
+// checkVia checks a route to the port: via= a remote with a VTEP MAC
+// for a routed vxlan port, and only for one.
+func (p PortSpec) checkVia(rt RouteSpec) error {
+	switch {
+	case !p.VXLAN && rt.Via.IsValid():
+		return fmt.Errorf("route %s: via= is for routed vxlan ports", rt)
+	case !p.VXLAN:
+		return nil
+	case !rt.Via.IsValid():
+		return fmt.Errorf("route %s: a route to a vxlan port says via=REMOTE", rt)
+	}
+	for _, e := range p.Static {
+		if e.Remote == rt.Via {
+			return nil
+		}
+	}
+	return fmt.Errorf("route %s: %v is no remote of %s with a VTEP MAC (fdb=MAC@%v)", rt, rt.Via, p.Name, rt.Via)
+}
+
+// l2 says whether the port carries Ethernet frames (tap, vxlan) and is
+// bridged, rather than IP packets that are routed (tun).
+func (p PortSpec) l2() bool { return p.TAP || p.VXLAN && !p.L3 }
+
+// vxlanConfig is the overlay port a vxlan: spec opens with q queues.
+func (p PortSpec) vxlanConfig(q int) vxlan.Config {
+	return vxlan.Config{Name: p.Name, VNI: p.VNI, Local: p.Local, Remotes: p.Remotes, NetNS: p.NetNS, Port: p.DstPort, Queues: q,
+		SrcPortMin: p.SrcPorts[0], SrcPortMax: p.SrcPorts[1], Static: p.Static, L3: p.L3, VTEPMAC: p.VTEPMAC}
+}
+
 // device is the TUN/TAP device the port opens with q queues.
 func (p PortSpec) device(q int) tun.Config {
 	c := tun.Config{Name: p.Name, TAP: p.TAP, NetNS: p.NetNS, Queues: q, Offload: p.Offload, GRO: p.GRO, IO: p.IO}
@@ -254,18 +438,25 @@ func (p PortSpec) vhostUser(q int) vhostuser.Config {
 	return vhostuser.Config{Name: p.Name, Socket: p.Socket, Client: p.Client, Queues: q, Offload: p.Offload}
 }
 
-// validate checks the port's own rules with q queues: package tun's or
-// package vhostuser's.
+// validate checks the port's own rules with q queues: package tun's,
+// vhostuser's or vxlan's.
 func (p PortSpec) validate(q int) error {
-	if p.VhostUser {
+	switch {
+	case p.VhostUser:
 		return p.vhostUser(q).Validate()
+	case p.VXLAN:
+		// Routes and reports name it as they name devices.
+		if err := (tun.Config{Name: p.Name}).Validate(); err != nil {
+			return err
+		}
+		return p.vxlanConfig(q).Validate()
 	}
 	return p.device(q).Validate()
 }
 
 // ParseRoute parses a --route value.
 func ParseRoute(s string) (RouteSpec, error) {
-	pfx, name, ok := strings.Cut(s, "=")
+	pfx, rest, ok := strings.Cut(s, "=")
 	if !ok {
 		return RouteSpec{}, fmt.Errorf("route %q: want PREFIX=PORT", s)
 	}
@@ -273,10 +464,17 @@ func ParseRoute(s string) (RouteSpec, error) {
 	if err != nil {
 		return RouteSpec{}, fmt.Errorf("route %q: %w", s, err)
 	}
+	name, via, hasVia := strings.Cut(rest, ",via=")
 	if err := (tun.Config{Name: name}).Validate(); err != nil {
 		return RouteSpec{}, fmt.Errorf("route %q: port: %w", s, err)
 	}
-	return RouteSpec{Prefix: p, Port: name}, nil
+	rt := RouteSpec{Prefix: p, Port: name}
+	if hasVia {
+		if rt.Via, err = netip.ParseAddr(via); err != nil {
+			return RouteSpec{}, fmt.Errorf("route %q: via: want the remote VTEP's address", s)
+		}
+	}
+	return rt, nil
 }
 
 // parsePrefix parses a prefix and, as ip-route(8) does, refuses one with
@@ -412,7 +610,7 @@ func (cfg *Config) Validate() error {
 			}
 			sockets[p.Socket] = p.Name
 		}
-		if p.TAP {
+		if p.l2() {
 			tap++
 		} else {
 			tun++
@@ -425,15 +623,19 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	if tap > 0 && tun > 0 {
-		return fmt.Errorf("mixing tun and tap ports is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
+		return fmt.Errorf("mixing tun and tap ports (or vxlan ports, bridged like tap ports) is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
 	}
 	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {
 		if tap > 0 {
-			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap ports are bridged by MAC address", rt.Prefix, rt.Port))
+			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap and vxlan ports are bridged by MAC address", rt.Prefix, rt.Port))
 		}
-		if cfg.portIndex(rt.Port) < 0 {
+		i := cfg.portIndex(rt.Port)
+		if i < 0 {
 			return in(rt.at, fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port))
+		}
+		if err := cfg.Ports[i].checkVia(rt); err != nil {
+			return in(rt.at, err)
 		}
 		if other, dup := routed[rt.Prefix]; dup {
 			return in(rt.at, fmt.Errorf("route %s=%s: %s is already routed to %s", rt.Prefix, rt.Port, rt.Prefix, other))
@@ -485,7 +687,12 @@ func (cfg Config) Text() string {
 	return b.String()
 }
 
-func (r RouteSpec) String() string { return r.Prefix.String() + "=" + r.Port }
+func (r RouteSpec) String() string {
+	if r.Via.IsValid() {
+		return r.Prefix.String() + "=" + r.Port + ",via=" + r.Via.String()
+	}
+	return r.Prefix.String() + "=" + r.Port
+}
 
 // portIndex returns the index of the port named name, or -1.
 func (cfg *Config) portIndex(name string) int {

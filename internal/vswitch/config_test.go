@@ -331,3 +331,132 @@ func TestConfigTextKeepsPortSecurity(t *testing.T) {
 		t.Errorf("Text:\n%s\nwant:\n%s", got, text)
 	}
 }
+
+func TestParsePortVXLAN(t *testing.T) {
+	p, err := ParsePort("vxlan:vx0,vni=42,local=198.18.100.1,remote=198.18.100.2,remote=198.18.100.3,netns=host1,port=8472,queues=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.VXLAN || !p.l2() || p.VNI != 42 || p.Local != netip.MustParseAddrPort("198.18.100.1:0") || len(p.Remotes) != 2 ||
+		p.DstPort != 8472 || p.NetNS != "host1" || p.Queues != 2 {
+		t.Fatalf("%+v", p)
+	}
+	if cfg := p.vxlanConfig(2); cfg.Port != 8472 || cfg.Remotes[1] != netip.MustParseAddr("198.18.100.3") || cfg.SrcPortMin != 0 {
+		t.Fatalf("%+v", cfg)
+	}
+	for in, want := range map[string]string{
+		"vxlan:vx0,vni=42,local=198.18.100.1,remote=198.18.100.2,remote=198.18.100.3,netns=host1,port=8472,queues=2": "vxlan:vx0,vni=42,local=198.18.100.1,remote=198.18.100.2,remote=198.18.100.3,port=8472,netns=host1,queues=2",
+		"vxlan:v,remote=2001:db8::2,local=[2001:db8::1]:4790,vni=007":                                                "vxlan:v,vni=7,local=[2001:db8::1]:4790,remote=2001:db8::2",
+		"vxlan:v,vni=1,srcports=49152-49407,local=198.18.0.1,remote=198.18.0.2":                                      "vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=49152-49407",
+		"vxlan:v,vni=1,fdb=02-00-00-00-00-0A@2001:db8::2,local=2001:db8::1,remote=2001:db8::2":                       "vxlan:v,vni=1,local=2001:db8::1,remote=2001:db8::2,fdb=02:00:00:00:00:0a@2001:db8::2",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,mac=02:00:00:00:00:01,allow=198.18.9.0/24":                 "vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,allow=198.18.9.0/24,mac=02:00:00:00:00:01",
+	} {
+		p, err := ParsePort(in)
+		if err != nil || p.String() != want {
+			t.Errorf("ParsePort(%q) = %s, %v; want %s", in, p, err, want)
+			continue
+		}
+		if again, err := ParsePort(p.String()); err != nil || again.String() != want {
+			t.Errorf("ParsePort(%q) = %s, %v: does not round-trip", want, again, err)
+		}
+	}
+	for _, bad := range []string{
+		"vxlan:v,local=198.18.0.1,remote=198.18.0.2",
+		"vxlan:v,vni=1,remote=198.18.0.2",
+		"vxlan:v,vni=1,local=198.18.0.1",
+		"vxlan:v,vni=16777216,local=198.18.0.1,remote=198.18.0.2",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=2001:db8::2",
+		"vxlan:v,vni=1,local=0.0.0.0,remote=198.18.0.2",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.1",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=239.0.0.1",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,port=0",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,port=65536",
+		"vxlan:v,vni=1,local=bogus,remote=198.18.0.2",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:01",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:01@198.18.0.3",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=ff:ff:ff:ff:ff:ff@198.18.0.2",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=100",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=200-100",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,srcports=0-100",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,offload=off",
+		"vxlan:v,vni=1,local=198.18.0.1,remote=198.18.0.2,io=uring",
+		"vxlan:this-name-is-too-long,vni=1,local=198.18.0.1,remote=198.18.0.2",
+		"tun:x,vni=1",
+		"tap:x,remote=198.18.0.2",
+	} {
+		if _, err := ParsePort(bad); err == nil {
+			t.Errorf("ParsePort(%q) accepted", bad)
+		}
+	}
+	// A configuration of tap and vxlan ports is one bridge; tun ports do
+	// not mix with either, and vxlan ports take no routes.
+	tap, _ := ParsePort("tap:t0")
+	vx, _ := ParsePort("vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2")
+	tn, _ := ParsePort("tun:t1")
+	if cfg := (Config{Ports: []PortSpec{tap, vx}}); cfg.Validate() != nil {
+		t.Errorf("tap and vxlan: %v", cfg.Validate())
+	}
+	if cfg := (Config{Ports: []PortSpec{tn, vx}}); cfg.Validate() == nil {
+		t.Error("tun and vxlan accepted")
+	}
+	rt, _ := ParseRoute("198.18.1.0/24=vx")
+	if cfg := (Config{Ports: []PortSpec{tap, vx}, Routes: []RouteSpec{rt}}); cfg.Validate() == nil {
+		t.Error("a route to a vxlan port accepted")
+	}
+	if p, _ := NewPlan(Config{Ports: []PortSpec{vx, tap}}, Tuning{}); !p.TAP || !p.Policies[0].Allow.Any {
+		t.Errorf("a switch starting with a vxlan port is not a bridge: %+v", p)
+	}
+}
+
+func TestParseRoutedVXLAN(t *testing.T) {
+	vx, err := ParsePort("vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l3,vtep-mac=02:00:00:00:00:01,fdb=02:00:00:00:00:02@198.18.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vx.L3 || vx.l2() || vx.String() != "vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:02@198.18.0.2,mode=l3,vtep-mac=02:00:00:00:00:01" {
+		t.Fatalf("%+v %s", vx, vx)
+	}
+	for _, bad := range []string{
+		"vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l3", // no VTEP MAC
+		"vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l4,vtep-mac=02:00:00:00:00:01",
+		"vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,mode=l3,vtep-mac=01:00:00:00:00:01",
+		"tun:t,mode=l3",
+	} {
+		if _, err := ParsePort(bad); err == nil {
+			t.Errorf("ParsePort(%q) accepted", bad)
+		}
+	}
+	rt, err := ParseRoute("198.18.22.0/24=vx,via=198.18.0.2")
+	if err != nil || rt.Via != netip.MustParseAddr("198.18.0.2") || rt.String() != "198.18.22.0/24=vx,via=198.18.0.2" {
+		t.Fatalf("%+v %v", rt, err)
+	}
+	if _, err := ParseRoute("198.18.22.0/24=vx,via=nowhere"); err == nil {
+		t.Error("a via that is no address accepted")
+	}
+	tn, _ := ParsePort("tun:t1")
+	route := func(s string) RouteSpec {
+		r, err := ParseRoute(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// A routed vxlan port goes with tun ports; its routes name a remote
+	// with a VTEP MAC, and only its routes say via.
+	if cfg := (Config{Ports: []PortSpec{tn, vx}, Routes: []RouteSpec{route("198.18.22.0/24=vx,via=198.18.0.2"), route("198.18.21.0/24=t1")}}); cfg.Validate() != nil {
+		t.Errorf("tun and routed vxlan: %v", cfg.Validate())
+	}
+	for _, routes := range [][]RouteSpec{
+		{route("198.18.22.0/24=vx")},
+		{route("198.18.22.0/24=vx,via=198.18.0.3")},
+		{route("198.18.21.0/24=t1,via=198.18.0.2")},
+	} {
+		if cfg := (Config{Ports: []PortSpec{tn, vx}, Routes: routes}); cfg.Validate() == nil {
+			t.Errorf("routes %v accepted", routes)
+		}
+	}
+	tap, _ := ParsePort("tap:t2")
+	if cfg := (Config{Ports: []PortSpec{tap, vx}}); cfg.Validate() == nil {
+		t.Error("tap and routed vxlan accepted")
+	}
+}

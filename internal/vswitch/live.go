@@ -13,6 +13,7 @@ import (
 	"softnet.dev/program"
 	"softnet.dev/tun"
 	"softnet.dev/vhostuser"
+	"softnet.dev/vxlan"
 )
 
 // Errors of the changes a running switch refuses, for callers that map
@@ -72,7 +73,7 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 // takes says whether the running switch can take a port of spec's kind:
 // its programs are those of the ports it started with.
 func (sw *Switch) takes(spec PortSpec) error {
-	if spec.TAP && sw.chain.bridge == nil || !spec.TAP && sw.chain.fwd == nil {
+	if spec.l2() && sw.chain.bridge == nil || !spec.l2() && sw.chain.fwd == nil {
 		return fmt.Errorf("port %s: %w: this switch started with ports of the other kind; one that starts with none takes either", spec, ErrRestart)
 	}
 	return nil
@@ -202,8 +203,13 @@ func (sw *Switch) addRoute(rt RouteSpec, by slog.Attr) error {
 	if err := sw.setPolicy(lp, next.Routes); err != nil {
 		return err
 	}
+	// A routed vxlan port's remote before the route: what is routed to
+	// the port must find it.
+	if err := lp.setVias(next.Routes); err != nil {
+		return errors.Join(err, sw.setPolicy(lp, sw.cfg.Routes))
+	}
 	if err := sw.chain.fwd.AddRoute(program.Route{Prefix: rt.Prefix, Port: lp.index}); err != nil {
-		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes))
+		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes), lp.setVias(sw.cfg.Routes))
 	}
 	sw.cfg = next
 	sw.log.Info("route added", "route", rt.String(), by)
@@ -227,7 +233,11 @@ func (sw *Switch) removeRoute(prefix netip.Prefix, by slog.Attr) error {
 		return fmt.Errorf("route %s: %w", rt, err)
 	}
 	sw.cfg.Routes = slices.Delete(sw.cfg.Routes, i, i+1)
-	if err := sw.setPolicy(sw.ports[sw.cfg.portIndex(rt.Port)], sw.cfg.Routes); err != nil {
+	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+	if err := sw.setPolicy(lp, sw.cfg.Routes); err != nil {
+		return err
+	}
+	if err := lp.setVias(sw.cfg.Routes); err != nil {
 		return err
 	}
 	sw.log.Info("route removed", "route", rt.String(), by)
@@ -402,10 +412,12 @@ func (sw *Switch) checkPorts(cfg Config) error {
 // PortView is one port as the switch runs it.
 type PortView struct {
 	Spec PortSpec
-	// Port is the port itself: Device or VhostUser, whichever it is.
+	// Port is the port itself, whichever kind it is: Device, VhostUser
+	// or VXLAN.
 	Port      port.Port
-	Device    *tun.Device        // nil for a vhost-user port
-	VhostUser *vhostuser.Port    // nil for a TUN or TAP port
+	Device    *tun.Device        // a tun: or tap: port's device, else nil
+	VhostUser *vhostuser.Port    // a vhost-user: port's, else nil
+	VXLAN     *vxlan.Port        // a vxlan: port's overlay, else nil
 	Index     int                // the engine's, as in engine.PortStats
 	Policy    program.PortPolicy // port security in force, defaults worked out
 }
@@ -417,7 +429,7 @@ func (sw *Switch) Ports() []PortView {
 	out := make([]PortView, len(sw.ports))
 	for i, lp := range sw.ports {
 		pol, _ := sw.chain.sec.Policy(lp.index)
-		out[i] = PortView{Spec: lp.spec, Port: lp.base(), Device: lp.dev, VhostUser: lp.vhost, Index: lp.index, Policy: pol}
+		out[i] = PortView{Spec: lp.spec, Port: lp.base(), Device: lp.dev, VhostUser: lp.vhost, VXLAN: lp.vx, Index: lp.index, Policy: pol}
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"softnet.dev/program"
 	"softnet.dev/tun"
 	"softnet.dev/vhostuser"
+	"softnet.dev/vxlan"
 )
 
 // Report is what the switch prints, and writes as JSON, when it stops.
@@ -35,16 +36,27 @@ type Report struct {
 
 // DeviceStats are one device's counters: softnet's, and the kernel's own
 // since the switch opened it (nil if they could not be read, a deleted
-// device's, with KernelErr saying why).
-// A vhost-user port has no kernel device, and its own counters
-// (VhostUser), the packets, drops and segmentation among them copied
-// into tun.Stats' fields.
+// device's, with KernelErr saying why). A vhost-user or vxlan: port has
+// no kernel device: its own counters are in VhostUser or VXLAN, and those
+// it shares with devices (packets, bytes, drops by reason, software
+// offloads) in Stats as well.
 type DeviceStats struct {
 	Port string `json:"port"`
 	tun.Stats
 	Kernel    *tun.KernelStats `json:"kernel,omitempty"`
 	KernelErr string           `json:"kernel_error,omitempty"`
 	VhostUser *vhostuser.Stats `json:"vhost_user,omitempty"`
+	VXLAN     *vxlan.Stats     `json:"vxlan,omitempty"`
+}
+
+// vxlanStats are an overlay port's counters as a DeviceStats.
+func vxlanStats(p *vxlan.Port) DeviceStats {
+	v := p.Stats()
+	return DeviceStats{Port: p.Info().Name, VXLAN: &v, Stats: tun.Stats{
+		RxPackets: v.RxPackets, RxBytes: v.RxBytes, TxPackets: v.TxPackets, TxBytes: v.TxBytes,
+		RxDrops: v.RxDrops, TxDrops: v.TxDrops,
+		Segmented: v.Segmented, Segments: v.Segments, CsumFinished: v.CsumFinished,
+	}}
 }
 
 func newReport(s engine.Stats) *Report {
@@ -110,6 +122,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\nbridge stations: %d now; %d learned, %d moved, %d moves refused, %d not learned (table or port share full), %d aged out\n",
 			b.Stations, b.Learned, b.Moved, b.MovesRefused, b.Full, b.Aged)
 	}
+	for _, d := range r.Devices {
+		if v := d.VXLAN; v != nil {
+			fmt.Fprintf(w, "\nvxlan %s: %d datagrams in, %d out (%d frames flooded), %d dropped in, %d out; stations: %d now, %d learned, %d moved, %d not learned (table full), %d aged out\n",
+				d.Port, v.RxPackets, v.TxPackets, v.Flooded, v.RxDrops.Total(), v.TxDrops.Total(), v.Stations, v.Learned, v.Moved, v.LearnFull, v.StationsAged)
+		}
+	}
 	if err := r.writeKernel(w); err != nil {
 		return err
 	}
@@ -152,7 +170,7 @@ func (r *Report) writeKernel(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  port\ttx packets\ttx dropped\trx packets\trx dropped\terrors")
 	for _, d := range r.Devices {
-		if d.VhostUser != nil {
+		if d.VhostUser != nil || d.VXLAN != nil {
 			continue // no kernel device
 		}
 		if k := d.Kernel; k != nil {

@@ -18,6 +18,7 @@ import (
 	"softnet.dev/program"
 	"softnet.dev/tun"
 	"softnet.dev/vhostuser"
+	"softnet.dev/vxlan"
 )
 
 // stopTimeout bounds how long Close waits for the workers once told to
@@ -91,7 +92,7 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		p.Engine.BusyPoll = DefaultBusyPoll
 	}
 	if len(cfg.Ports) > 0 {
-		p.TAP = cfg.Ports[0].TAP
+		p.TAP = cfg.Ports[0].l2()
 	}
 	p.Live = len(cfg.Ports) < 2
 	for _, spec := range cfg.Ports {
@@ -143,7 +144,7 @@ func portPolicy(i int, spec PortSpec, routes []RouteSpec) program.PortPolicy {
 	switch {
 	case spec.Allow != nil:
 		pol.Allow = *spec.Allow
-	case spec.TAP:
+	case spec.l2():
 		pol.Allow.Any = true
 	default:
 		for _, rt := range routes {
@@ -201,9 +202,10 @@ type Switch struct {
 // livePort is one of the switch's ports.
 type livePort struct {
 	spec    PortSpec
-	dev     *tun.Device     // nil for a vhost-user port
-	vhost   *vhostuser.Port // nil for a TUN or TAP port
-	port    port.Port       // dev or vhost, or its txthread wrapper
+	dev     *tun.Device     // a tun: or tap: port's, else nil
+	vhost   *vhostuser.Port // a vhost-user: port's, else nil
+	vx      *vxlan.Port     // a vxlan: port's, else nil
+	port    port.Port       // dev, vhost or vx, or its txthread wrapper
 	index   int             // the engine's
 	kernel0 tun.KernelStats // the device's kernel counters at open
 }
@@ -260,6 +262,9 @@ func (sw *Switch) open() error {
 		}
 		lp.index = i
 		sw.ports = append(sw.ports, lp)
+		if err := lp.setVias(sw.cfg.Routes); err != nil {
+			return err
+		}
 	}
 	ecfg := sw.plan.Engine
 	ecfg.Pool, ecfg.Log = sw.pool, sw.log
@@ -299,16 +304,28 @@ func (sw *Switch) open() error {
 
 // base is the port itself, without a wrapper.
 func (lp *livePort) base() port.Port {
-	if lp.vhost != nil {
+	switch {
+	case lp.vhost != nil:
 		return lp.vhost
+	case lp.vx != nil:
+		return lp.vx
 	}
 	return lp.dev
 }
 
 // openPort opens the device of spec, as dc says, and logs what it got.
+// A vxlan: port opens its sockets instead, with dc's queues.
 func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
-	if spec.VhostUser {
+	switch {
+	case spec.VhostUser:
 		return sw.openVhostUser(spec, dc.Queues)
+	case spec.VXLAN:
+		vx, err := vxlan.Open(spec.vxlanConfig(dc.Queues))
+		if err != nil {
+			return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
+		}
+		sw.log.Info("port", "spec", spec.String(), "info", vx.Info().String())
+		return &livePort{spec: spec, vx: vx, port: vx}, nil
 	}
 	dc.Log = sw.log // link down and up, MTU changes
 	d, err := tun.Open(dc)
@@ -350,6 +367,24 @@ func (sw *Switch) openVhostUser(spec PortSpec, q int) (*livePort, error) {
 	}
 	sw.log.Info("port", "spec", spec.String(), "info", vp.Info().String(), "socket", vp.Socket())
 	return &livePort{spec: spec, vhost: vp, port: vp}, nil
+}
+
+// setVias gives a routed vxlan port the routes to it among routes, with
+// their remotes; other ports need nothing.
+func (lp *livePort) setVias(routes []RouteSpec) error {
+	if lp.vx == nil || !lp.spec.L3 {
+		return nil
+	}
+	var vias []vxlan.Route
+	for _, rt := range routes {
+		if rt.Port == lp.spec.Name {
+			vias = append(vias, vxlan.Route{Prefix: rt.Prefix, Via: rt.Via})
+		}
+	}
+	if err := lp.vx.SetRoutes(vias); err != nil {
+		return fmt.Errorf("port %s: %w", lp.spec.Name, err)
+	}
+	return nil
 }
 
 // deviceError is tun.Open's error, which is ErrDevice too.
@@ -463,14 +498,16 @@ func (sw *Switch) Engine() *engine.Engine { return sw.engine }
 // Pool returns the switch's buffer pool.
 func (sw *Switch) Pool() *buffer.Pool { return sw.pool }
 
-// Devices returns the switch's TUN/TAP devices now, in the order of its
-// ports; nil stands for a vhost-user port.
+// Devices returns the switch's TUN/TAP devices now, in the order of their
+// ports; nil stands for a vhost-user or vxlan: port.
 func (sw *Switch) Devices() []*tun.Device {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	out := make([]*tun.Device, len(sw.ports))
-	for i, lp := range sw.ports {
-		out[i] = lp.dev
+	var out []*tun.Device
+	for _, lp := range sw.ports {
+		if lp.dev != nil {
+			out = append(out, lp.dev)
+		}
 	}
 	return out
 }
@@ -595,6 +632,10 @@ func (sw *Switch) Stats() *Report {
 				RxPackets: vs.RxPackets, RxBytes: vs.RxBytes, TxPackets: vs.TxPackets, TxBytes: vs.TxBytes,
 				RxDrops: vs.RxDrops, TxDrops: vs.TxDrops, Segmented: vs.Segmented,
 			}})
+			continue
+		}
+		if lp.vx != nil {
+			rep.Devices = append(rep.Devices, vxlanStats(lp.vx))
 			continue
 		}
 		d := lp.dev

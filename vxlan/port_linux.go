@@ -1,0 +1,360 @@
+package vxlan
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+	"softnet.dev/internal/netns"
+	"softnet.dev/packet"
+	"softnet.dev/port"
+)
+
+// MaxFrame is the largest inner frame a port takes for transmission
+// whole or as a GSO packet to segment: what fits the outer UDP length.
+const MaxFrame = 65535 - udpLen - HeaderLen - 40
+
+// socketBuffer is the receive and send buffer each socket asks for:
+// bursts of a few hundred datagrams, as the engine moves them.
+const socketBuffer = 4 << 20
+
+// Port is a VXLAN port: Ethernet frames in and out of UDP datagrams to
+// and from its remotes, on one socket pair per queue in the underlay's
+// namespace. It is an L2 port: a bridge sees one port, behind which the
+// port keeps its own table of which remote each inner MAC is behind.
+type Port struct {
+	cfg     Config
+	info    port.Info
+	remotes []netip.Addr
+	// mtu is the inner IP MTU: the underlay's path MTU to the remotes
+	// (the least, when the port opened) less the encapsulation; 0 if
+	// no remote had a route then.
+	mtu int
+	fdb *fdb
+	// routes are a routed port's, longest prefix first (SetRoutes).
+	routes atomic.Pointer[[]route]
+	rx     []*rxQueue
+	tx     []*txQueue
+
+	closeMu sync.Mutex
+	closed  atomic.Bool
+}
+
+var _ port.Port = (*Port)(nil)
+
+// Open opens the port's sockets in cfg.NetNS: per queue, a UDP socket
+// bound to cfg.Local that receives (with SO_REUSEPORT between the
+// queues, so the kernel spreads the remotes' flows over them) and a raw
+// UDP socket that sends the datagrams whose UDP headers the queue
+// builds, so that each inner flow gets its own outer source port
+// (RFC 7348 section 5) while the kernel still routes, chooses the outer
+// IP header and fragments as for any socket. The raw socket is for
+// sending only: a filter keeps received copies out of it.
+func Open(cfg Config) (*Port, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	static := map[[6]byte]int32{}
+	for _, e := range cfg.Static {
+		static[e.MAC] = int32(slices.Index(cfg.Remotes, e.Remote))
+	}
+	layer := packet.L2
+	if cfg.L3 {
+		layer = packet.L3
+	}
+	p := &Port{
+		cfg:     cfg,
+		info:    port.Info{Name: cfg.Name, Layer: layer, Queues: cfg.Queues, MaxFrame: MaxFrame},
+		remotes: slices.Clone(cfg.Remotes),
+		fdb:     newFDB(cfg.MaxEntries, cfg.AgeingTime, static),
+	}
+	p.routes.Store(&[]route{})
+	err := netns.Do(cfg.NetNS, func() error {
+		p.mtu = p.innerMTU()
+		for i := range cfg.Queues {
+			rfd, err := p.openUDP()
+			if err != nil {
+				return err
+			}
+			p.rx = append(p.rx, newRxQueue(p, rfd))
+			tfd, err := p.openRaw()
+			if err != nil {
+				return err
+			}
+			p.tx = append(p.tx, newTxQueue(p, tfd, p.rx[i]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("vxlan %s: %w", cfg.Name, err), p.closeSockets())
+	}
+	return p, nil
+}
+
+func (p *Port) family() int {
+	if p.cfg.Local.Addr().Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+// innerMTU returns the largest inner IP packet the underlay carries
+// without fragmenting the outer one, toward every remote the
+// namespace has a route to: the kernel's path MTU (the route's, or its
+// device's) less the outer IP, UDP and VXLAN headers and the inner
+// Ethernet header. It returns 0 if no remote has a route.
+func (p *Port) innerMTU() int {
+	overhead, level, opt := OverheadV4, unix.IPPROTO_IP, unix.IP_MTU
+	if p.family() == unix.AF_INET6 {
+		overhead, level, opt = OverheadV6, unix.IPPROTO_IPV6, unix.IPV6_MTU
+	}
+	least := 0
+	for _, r := range p.remotes {
+		fd, err := unix.Socket(p.family(), unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		if err != nil {
+			continue
+		}
+		if unix.Connect(fd, sockaddr(r, p.cfg.Port)) == nil {
+			if mtu, err := unix.GetsockoptInt(fd, level, opt); err == nil && (least == 0 || mtu < least) {
+				least = mtu
+			}
+		}
+		unix.Close(fd)
+	}
+	if least <= overhead {
+		return 0
+	}
+	return least - overhead
+}
+
+// MTU returns the inner IP MTU the port found when it opened: the
+// largest IP packet a guest may send through it whole (0: unknown).
+// Guests should be given it.
+func (p *Port) MTU() int { return p.mtu }
+
+// openUDP opens a receiving socket bound to the local address and port.
+func (p *Port) openUDP() (int, error) {
+	fd, err := unix.Socket(p.family(), unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("udp socket: %w", err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("udp socket %v: %s: %w", p.cfg.Local, what, err)
+	}
+	if p.family() == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("IPV6_V6ONLY", err)
+		}
+	}
+	// Only between the port's own queues: with one queue, another
+	// program that binds the port gets EADDRINUSE rather than half of
+	// the traffic.
+	if p.cfg.Queues > 1 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fail("SO_REUSEPORT", err)
+		}
+	}
+	setBuffer(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF)
+	if err := unix.Bind(fd, sockaddr(p.cfg.Local.Addr(), p.cfg.Local.Port())); err != nil {
+		if errors.Is(err, unix.EADDRINUSE) {
+			err = fmt.Errorf("%w (a kernel vxlan device or another program on this port?)", err)
+		}
+		return fail("bind", err)
+	}
+	return fd, nil
+}
+
+// openRaw opens a sending socket for UDP datagrams with the local
+// address as source.
+func (p *Port) openRaw() (int, error) {
+	fd, err := unix.Socket(p.family(), unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("raw udp socket: %w", err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("raw udp socket %v: %s: %w", p.cfg.Local.Addr(), what, err)
+	}
+	// A raw socket gets a copy of every UDP datagram the host receives;
+	// this one only sends.
+	dropAll := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &dropAll[0]}); err != nil {
+		return fail("drop filter", err)
+	}
+	var scratch [64]byte
+	for { // what arrived before the filter
+		if _, _, err := unix.Recvfrom(fd, scratch[:], unix.MSG_DONTWAIT); err != nil {
+			break
+		}
+	}
+	if p.family() == unix.AF_INET {
+		// As the kernel's vxlan by default: no DF on the outer header, so
+		// a frame too big for the underlay is fragmented, not lost.
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DONT); err != nil {
+			return fail("IP_MTU_DISCOVER", err)
+		}
+	}
+	setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF)
+	if err := unix.Bind(fd, sockaddr(p.cfg.Local.Addr(), 0)); err != nil {
+		return fail("bind", err)
+	}
+	return fd, nil
+}
+
+// setBuffer asks for socketBuffer bytes, past the system's limit if the
+// process may (root), else up to it.
+func setBuffer(fd, force, plain int) {
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, socketBuffer) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, plain, socketBuffer)
+	}
+}
+
+func sockaddr(a netip.Addr, port uint16) unix.Sockaddr {
+	if a.Is4() {
+		return &unix.SockaddrInet4{Addr: a.As4(), Port: int(port)}
+	}
+	return &unix.SockaddrInet6{Addr: a.As16(), Port: int(port)}
+}
+
+// Info implements port.Port.
+func (p *Port) Info() port.Info { return p.info }
+
+// Config returns the port's configuration, defaults filled in.
+func (p *Port) Config() Config { return p.cfg }
+
+// RxQueue implements port.Port.
+func (p *Port) RxQueue(i int) port.RxQueue {
+	if i < 0 || i >= len(p.rx) {
+		return nil
+	}
+	return p.rx[i]
+}
+
+// TxQueue implements port.Port.
+func (p *Port) TxQueue(i int) port.TxQueue {
+	if i < 0 || i >= len(p.tx) {
+		return nil
+	}
+	return p.tx[i]
+}
+
+// Close closes the sockets. A port holds no buffer between calls, so
+// there is nothing to purge into c.
+func (p *Port) Close(c *buffer.Cache) error {
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	if p.closed.Swap(true) {
+		return nil
+	}
+	for _, q := range p.rx {
+		if c != nil {
+			c.DropBulk(q.pending, drop.QueuePurge)
+		}
+		clear(q.pending)
+		q.pending = q.pending[:0]
+	}
+	return p.closeSockets()
+}
+
+func (p *Port) closeSockets() error {
+	var errs []error
+	for _, q := range p.rx {
+		errs = append(errs, unix.Close(q.fd))
+	}
+	for _, q := range p.tx {
+		errs = append(errs, unix.Close(q.fd))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns the port's counters, summed over its queues, and its
+// learned stations.
+func (p *Port) Stats() Stats {
+	var qs []*counters
+	for _, q := range p.rx {
+		qs = append(qs, &q.ctr)
+	}
+	for _, q := range p.tx {
+		qs = append(qs, &q.ctr)
+	}
+	s := statsOf(qs)
+	s.Stations = len(*p.fdb.table.Load())
+	s.Learned, s.Moved, s.LearnFull, s.StationsAged = p.fdb.learned.Load(), p.fdb.moved.Load(), p.fdb.full.Load(), p.fdb.aged.Load()
+	return s
+}
+
+// Table returns the static stations and the learned ones that have not
+// aged out.
+func (p *Port) Table() []FDBEntry {
+	now := clock()
+	var out []FDBEntry
+	for mac, r := range p.fdb.static {
+		out = append(out, FDBEntry{MAC: mac, Remote: p.remotes[r].String(), Static: true})
+	}
+	for mac, e := range *p.fdb.table.Load() {
+		if now-e.seen.Load() <= p.fdb.ageing {
+			out = append(out, FDBEntry{MAC: mac, Remote: p.remotes[e.remote].String()})
+		}
+	}
+	slices.SortFunc(out, func(a, b FDBEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
+	return out
+}
+
+// route is a routed port's route: the remote's index and VTEP MAC.
+type route struct {
+	prefix netip.Prefix
+	remote int32
+	mac    [6]byte
+}
+
+// SetRoutes replaces a routed port's routes: packets to each prefix go
+// to the remote Via, whose VTEP MAC is its static entry. It refuses, and
+// changes nothing, if a Via is not a remote with one, or the port is not
+// routed. Packets to no prefix are dropped as NO_ROUTE.
+func (p *Port) SetRoutes(rs []Route) error {
+	if !p.cfg.L3 {
+		return fmt.Errorf("vxlan %s: routes are for a routed (L3) port", p.cfg.Name)
+	}
+	next := make([]route, 0, len(rs))
+	for _, r := range rs {
+		i := slices.Index(p.remotes, r.Via)
+		j := slices.IndexFunc(p.cfg.Static, func(e StaticEntry) bool { return e.Remote == r.Via })
+		switch {
+		case i < 0:
+			return fmt.Errorf("vxlan %s: route %v via %v: not a remote", p.cfg.Name, r.Prefix, r.Via)
+		case j < 0:
+			return fmt.Errorf("vxlan %s: route %v via %v: the remote's VTEP MAC is unknown (give it a static entry)", p.cfg.Name, r.Prefix, r.Via)
+		}
+		next = append(next, route{prefix: r.Prefix.Masked(), remote: int32(i), mac: p.cfg.Static[j].MAC})
+	}
+	slices.SortStableFunc(next, func(a, b route) int { return b.prefix.Bits() - a.prefix.Bits() })
+	p.routes.Store(&next)
+	return nil
+}
+
+// route returns the route of dst, longest prefix first, or nil.
+func (p *Port) route(dst netip.Addr) *route {
+	rs := *p.routes.Load()
+	for i := range rs {
+		if rs[i].prefix.Contains(dst) {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+// Age forgets the stations that aged out (lookups ignore them already;
+// this gives back their room in the table).
+func (p *Port) Age() { p.fdb.age(clock()) }
+
+func (p *Port) downError(op string) error {
+	return fmt.Errorf("vxlan %s: %s: %w: closed", p.cfg.Name, op, port.ErrDown)
+}

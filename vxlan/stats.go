@@ -1,0 +1,111 @@
+package vxlan
+
+import (
+	"softnet.dev/drop"
+	"softnet.dev/internal/cacheline"
+	"softnet.dev/internal/counter"
+)
+
+// Stats are a port's totals over its queues, as each queue last
+// published them (once per burst).
+type Stats struct {
+	RxPackets uint64 `json:"rx_packets"` // inner frames received and handed to the worker
+	RxBytes   uint64 `json:"rx_bytes"`   // their length, without the outer headers
+	// TxPackets counts datagrams sent: a frame flooded to three remotes
+	// is three. TxBytes counts their inner frames' bytes.
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	// Flooded counts frames sent to every remote: broadcast, multicast
+	// and destinations not learned (or aged out).
+	Flooded uint64 `json:"flooded"`
+	// RxDrops counts the datagrams the receive queues refused, by
+	// reason: IP_RPFILTER (not from a remote), VXLAN_INVALID_HDR,
+	// VXLAN_VNI_NOT_FOUND, HDR_TRUNC, PKT_TOO_BIG (longer than a
+	// buffer), and NOMEM for a burst cut short by an empty pool (the
+	// datagrams stay in the socket). TxDrops counts datagrams not sent
+	// and frames not encapsulated.
+	RxDrops drop.Counts `json:"rx_drops"`
+	TxDrops drop.Counts `json:"tx_drops"`
+	// Segmented counts the GSO packets from guests split into frames in
+	// software, Segments the frames made; CsumFinished the guests'
+	// checksums finished in software, RxCsumFinished those of frames
+	// received with only their pseudo-header sum in the checksum field
+	// (a peer's checksum offload over a veth underlay).
+	Segmented      uint64 `json:"segmented"`
+	Segments       uint64 `json:"segments"`
+	CsumFinished   uint64 `json:"csum_finished"`
+	RxCsumFinished uint64 `json:"rx_csum_finished"`
+	// RxGSO counts the TCP GSO datagrams received whole (a peer's
+	// segmentation offload over a veth underlay) and handed on as GSO
+	// packets, for the egress port to pass whole or segment.
+	RxGSO uint64 `json:"rx_gso"`
+	// TooBig counts the ICMP errors ("fragmentation needed", "packet
+	// too big") sent back toward guests whose packets did not fit the
+	// overlay, each dropped as PKT_TOO_BIG.
+	TooBig uint64 `json:"too_big_errors"`
+	// The learned stations: now, learned, moved to another remote, not
+	// learned because the table was full, and aged out.
+	Stations     int    `json:"stations"`
+	Learned      uint64 `json:"learned"`
+	Moved        uint64 `json:"moved"`
+	LearnFull    uint64 `json:"learn_full"`
+	StationsAged uint64 `json:"stations_aged"`
+}
+
+// Counter indices of a queue's counters.
+const (
+	cRxPackets = iota
+	cRxBytes
+	cTxPackets
+	cTxBytes
+	cFlooded
+	cSegmented
+	cSegments
+	cCsumFinished
+	cRxCsumFinished
+	cRxGSO
+	cTooBig
+	cRxDrops                                      // + drop.Reason
+	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
+	numCounters = cTxDrops + int(drop.NumReasons)
+)
+
+// counters are one queue's: written by its worker only, published at
+// the end of each burst.
+type counters struct {
+	n   []uint64
+	pub counter.Published
+}
+
+func newCounters() counters {
+	return counters{n: cacheline.Make[uint64](numCounters, numCounters), pub: counter.NewPublished(numCounters)}
+}
+
+func (c *counters) publish()             { c.pub.Publish(c.n) }
+func (c *counters) rxDrop(r drop.Reason) { c.n[cRxDrops+int(min(r, drop.NumReasons-1))]++ }
+func (c *counters) txDrop(r drop.Reason) { c.n[cTxDrops+int(min(r, drop.NumReasons-1))]++ }
+
+// statsOf sums the published counters of every queue.
+func statsOf(qs []*counters) Stats {
+	sum := make([]uint64, numCounters)
+	for _, q := range qs {
+		q.pub.AddTo(sum)
+	}
+	s := Stats{
+		RxPackets:    sum[cRxPackets],
+		RxBytes:      sum[cRxBytes],
+		TxPackets:    sum[cTxPackets],
+		TxBytes:      sum[cTxBytes],
+		Flooded:      sum[cFlooded],
+		Segmented:    sum[cSegmented],
+		Segments:     sum[cSegments],
+		CsumFinished: sum[cCsumFinished],
+
+		RxCsumFinished: sum[cRxCsumFinished],
+		TooBig:         sum[cTooBig],
+		RxGSO:          sum[cRxGSO],
+	}
+	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
+	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
+	return s
+}
