@@ -188,7 +188,7 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 	}
 	pkt := p[vnet.HeaderLen:m]
 	if h.IsGSO() && q.dev.keepGSO {
-		rx.ctr.n[cGSOIn]++
+		rx.ctr.N[cGSOIn]++
 	}
 	switch {
 	case q.dev.keepGSO:
@@ -199,7 +199,7 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 				rx.ctr.rxDrop(drop.DevHdr)
 				return n
 			}
-			rx.ctr.n[cCsumFinished]++
+			rx.ctr.N[cCsumFinished]++
 		}
 		if !direct {
 			if len(bufs[n])-offset < len(pkt) {
@@ -230,11 +230,11 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 		rx.ctr.rxDrop(reason)
 		return n
 	}
-	rx.ctr.n[cSegmented]++
-	rx.ctr.n[cSegments] += uint64(got)
+	rx.ctr.N[cSegmented]++
+	rx.ctr.N[cSegments] += uint64(got)
 	for i := range got {
-		rx.ctr.n[cRxPackets]++
-		rx.ctr.n[cRxBytes] += uint64(sizes[n+i])
+		rx.ctr.N[cRxPackets]++
+		rx.ctr.N[cRxBytes] += uint64(sizes[n+i])
 	}
 	return n + got
 }
@@ -242,8 +242,8 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 // took records a packet of size bytes as bufs[n].
 func (q *Queue) took(sizes []int, n, size int) int {
 	sizes[n] = size
-	q.rx.ctr.n[cRxPackets]++
-	q.rx.ctr.n[cRxBytes] += uint64(size)
+	q.rx.ctr.N[cRxPackets]++
+	q.rx.ctr.N[cRxBytes] += uint64(size)
 	return n + 1
 }
 

@@ -126,8 +126,8 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		}
 		bufs[n] = b
 		n++
-		q.ctr.n[cRxPackets]++
-		q.ctr.n[cRxBytes] += uint64(b.Len())
+		q.ctr.N[cRxPackets]++
+		q.ctr.N[cRxBytes] += uint64(b.Len())
 		// TUN cannot tell how many packets wait; once one was there,
 		// take buffers for the rest of the burst in one bulk get.
 		if k := min(len(bufs), maxBurst) - 1; q.bulk && n == 1 && k > 0 && c.GetBulk(q.spare[:k], q.class) == nil {
@@ -158,7 +158,7 @@ func (q *rxQueue) accept(b *buffer.Buf, off, m, room int) (bool, drop.Reason) {
 	if h.IsGSO() || h.NeedsCsum() {
 		b.SetFlags(FlagVnetHdr)
 		if h.IsGSO() {
-			q.ctr.n[cGSOIn]++
+			q.ctr.N[cGSOIn]++
 		}
 	}
 	return true, drop.NotSpecified

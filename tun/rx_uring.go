@@ -406,8 +406,8 @@ func (m *rxMember) push(b *buffer.Buf) {
 	m.n++
 	m.group.queued++
 	q := m.q
-	q.ctr.n[cRxPackets]++
-	q.ctr.n[cRxBytes] += uint64(b.Len())
+	q.ctr.N[cRxPackets]++
+	q.ctr.N[cRxBytes] += uint64(b.Len())
 	if m.n == 1 && m.notify != nil {
 		m.notify()
 	}

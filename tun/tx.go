@@ -230,8 +230,8 @@ func (q *txQueue) writeRun(i int) (int, result) {
 	res := q.writev(iov, size)
 	clear(iov) // the iovecs point into the packets, which are about to go
 	if res.ok() {
-		q.ctr.n[cCoalesced]++
-		q.ctr.n[cCoalescedSegs] += uint64(n)
+		q.ctr.N[cCoalesced]++
+		q.ctr.N[cCoalescedSegs] += uint64(n)
 	}
 	return n, res
 }
@@ -273,7 +273,7 @@ func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) 
 		case keep:
 			h, _ := vnet.Decode(b[offset-vnet.HeaderLen:])
 			if res = q.write(b[offset-vnet.HeaderLen:], hdrInline); res.ok() && h.IsGSO() {
-				q.ctr.n[cGSOOut]++
+				q.ctr.N[cGSOOut]++
 			}
 		default:
 			res = q.write(b[offset:], q.hdr)
@@ -336,7 +336,7 @@ func (q *txQueue) sendMarked(c *buffer.Cache, b *buffer.Buf) (bool, error) {
 		// Zero copy: the header and the data are contiguous already.
 		res := q.write(frame[head-vnet.HeaderLen:head+b.Len()], hdrInline)
 		if res.ok() && h.IsGSO() {
-			q.ctr.n[cGSOOut]++
+			q.ctr.N[cGSOOut]++
 		}
 		return q.done(c, b, res)
 	}
@@ -423,12 +423,12 @@ func (q *txQueue) segment(c *buffer.Cache, b *buffer.Buf, h vnet.Header) (bool, 
 	if got == 0 {
 		return q.done(c, b, failed(reason))
 	}
-	q.ctr.n[cSegmented]++
+	q.ctr.N[cSegmented]++
 	res := result{}
 	for i, s := range segs[:got] {
 		if res.ok() {
 			if res = q.write(s.Bytes(), q.hdr); res.ok() {
-				q.ctr.n[cSegments]++
+				q.ctr.N[cSegments]++
 			}
 		}
 		// The segments are this queue's own copies: they are freed as
@@ -461,7 +461,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, b *buffer.Buf, h vnet.Header) 
 	}
 	res := failed(drop.DevHdr) // offsets outside the packet
 	if vnet.FinishChecksum(h, pkt) {
-		q.ctr.n[cCsumFinished]++
+		q.ctr.N[cCsumFinished]++
 		res = q.write(pkt, q.hdr)
 	}
 	if cp != nil {
@@ -551,8 +551,8 @@ func (q *txQueue) syscall(trap uintptr, p unsafe.Pointer, arg, n int) result {
 		_, _, errno := unix.Syscall(trap, uintptr(q.fd), uintptr(p), uintptr(arg))
 		switch errno {
 		case 0:
-			q.ctr.n[cTxPackets]++
-			q.ctr.n[cTxBytes] += uint64(n)
+			q.ctr.N[cTxPackets]++
+			q.ctr.N[cTxBytes] += uint64(n)
 			return result{}
 		case unix.EINTR:
 			continue

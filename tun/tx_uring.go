@@ -302,14 +302,14 @@ func (u *txUring) complete(q *txQueue, c *buffer.Cache, cqe *uring.CQE) (int, er
 	bufs := u.held[s.first : s.first+s.count]
 	defer clear(bufs)
 	if cqe.Res >= 0 {
-		q.ctr.n[cTxPackets]++
-		q.ctr.n[cTxBytes] += uint64(s.bytes)
+		q.ctr.N[cTxPackets]++
+		q.ctr.N[cTxBytes] += uint64(s.bytes)
 		if s.run {
-			q.ctr.n[cCoalesced]++
-			q.ctr.n[cCoalescedSegs] += uint64(s.count)
+			q.ctr.N[cCoalesced]++
+			q.ctr.N[cCoalescedSegs] += uint64(s.count)
 		}
 		if s.gso {
-			q.ctr.n[cGSOOut]++
+			q.ctr.N[cGSOOut]++
 		}
 		c.ConsumeBulk(bufs)
 		return s.count, nil

@@ -199,10 +199,10 @@ type Stats struct {
 func (p *Port) Stats() Stats {
 	sum := make([]uint64, numCounters)
 	for _, q := range p.rxqs {
-		q.ctr.pub.AddTo(sum)
+		q.ctr.AddTo(sum)
 	}
 	for _, q := range p.txqs {
-		q.ctr.pub.AddTo(sum)
+		q.ctr.AddTo(sum)
 	}
 	s := Stats{
 		RxPackets: sum[cRxPackets], RxBytes: sum[cRxBytes],
@@ -232,20 +232,15 @@ const (
 	numCounters = cTxDrops + int(drop.NumReasons)
 )
 
-// counters are one queue's, written by its worker and published at the
-// end of each burst.
-type counters struct {
-	n   []uint64
-	pub counter.Published
-}
+// counters are one queue's: written by its worker only, published at
+// the end of each burst.
+type counters struct{ counter.Block }
 
-func newCounters() counters {
-	return counters{n: make([]uint64, numCounters), pub: counter.NewPublished(numCounters)}
-}
+func newCounters() counters { return counters{counter.NewBlock(numCounters)} }
 
-func (c *counters) publish()             { c.pub.Publish(c.n) }
-func (c *counters) rxDrop(r drop.Reason) { c.n[cRxDrops+int(min(r, drop.NumReasons-1))]++ }
-func (c *counters) txDrop(r drop.Reason) { c.n[cTxDrops+int(min(r, drop.NumReasons-1))]++ }
+func (c *counters) publish()             { c.Publish() }
+func (c *counters) rxDrop(r drop.Reason) { c.Drop(cRxDrops, r) }
+func (c *counters) txDrop(r drop.Reason) { c.Drop(cTxDrops, r) }
 
 // eventfd helpers: a counter one side writes and the other reads back to
 // zero. eight is the 8-byte count of one, package-level so that a

@@ -238,7 +238,7 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 			if werr == walkTooBig {
 				reason = drop.PktTooBig
 			}
-			q.ctr.n[cBadChains]++
+			q.ctr.N[cBadChains]++
 			q.cur = nil
 			q.drop(c, b, reason)
 			continue
@@ -253,8 +253,8 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 			q.drop(c, b, reason)
 			continue
 		}
-		q.ctr.n[cRxPackets]++
-		q.ctr.n[cRxBytes] += uint64(b.Len())
+		q.ctr.N[cRxPackets]++
+		q.ctr.N[cRxBytes] += uint64(b.Len())
 		bufs[q.got] = b
 		q.got++
 		q.cur = nil
@@ -352,7 +352,7 @@ func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (boo
 // breakRing gives up a ring the guest corrupted, until it restarts.
 func (q *rxQueue) breakRing(r *split, why string) {
 	r.broken = true
-	q.ctr.n[cBrokenRings]++
+	q.ctr.N[cBrokenRings]++
 	q.ctr.rxDrop(drop.DevHdr)
 	q.ctr.publish()
 	q.p.log.Warn("vhost-user ring stopped until restarted", "ring", q.v.index, "why", why)
@@ -389,7 +389,7 @@ func offloadsOf(h vnet.Header, pkt []byte) port.Offloads {
 func (p *Port) call(v *vring, r *split, old uint16, ctr *counters) {
 	if v.callFD >= 0 && r.needCall(old) {
 		signalFD(v.callFD)
-		ctr.n[cCalls]++
+		ctr.N[cCalls]++
 	}
 }
 
@@ -552,7 +552,7 @@ func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
 		var werr walkError
 		segs, n, werr = walk(r.desc, r.num, r.mem, head, true, maxBytesPerPacket, segs)
 		if werr != walkOK {
-			q.ctr.n[cBadChains]++
+			q.ctr.N[cBadChains]++
 			q.breakRing(r, "bad receive descriptor chain: "+werr.String())
 			return drop.DevHdr
 		}
@@ -575,15 +575,15 @@ func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
 		left -= w
 	}
 	r.lastAvail += uint16(chains)
-	q.ctr.n[cTxPackets]++
-	q.ctr.n[cTxBytes] += uint64(len(pkt))
+	q.ctr.N[cTxPackets]++
+	q.ctr.N[cTxBytes] += uint64(len(pkt))
 	return delivered
 }
 
 // breakRing gives up a ring the guest corrupted, until it restarts.
 func (q *txQueue) breakRing(r *split, why string) {
 	r.broken = true
-	q.ctr.n[cBrokenRings]++
+	q.ctr.N[cBrokenRings]++
 	q.p.log.Warn("vhost-user ring stopped until restarted", "ring", q.v.index, "why", why)
 }
 
@@ -600,7 +600,7 @@ func (q *txQueue) segment(c *buffer.Cache, r *split, b *buffer.Buf, h vnet.Heade
 	if got == 0 {
 		return q.done(c, b, reason)
 	}
-	q.ctr.n[cSegmented]++
+	q.ctr.N[cSegmented]++
 	res := delivered
 	for i, s := range segs[:got] {
 		if res == delivered {

@@ -188,8 +188,8 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		}
 		bufs[out] = b
 		out++
-		q.ctr.n[cRxPackets]++
-		q.ctr.n[cRxBytes] += uint64(b.Len())
+		q.ctr.N[cRxPackets]++
+		q.ctr.N[cRxBytes] += uint64(b.Len())
 	}
 	if m < len(got) {
 		c.ConsumeBulk(got[m:])
@@ -242,9 +242,9 @@ func (q *rxQueue) accept(b *buffer.Buf, i int, now int64) (bool, drop.Reason) {
 	}
 	switch {
 	case b.Len() > maxPlain && markGSO(b, q.p.info.Layer):
-		q.ctr.n[cRxGSO]++
+		q.ctr.N[cRxGSO]++
 	case finishPartial(inner):
-		q.ctr.n[cRxCsumFinished]++
+		q.ctr.N[cRxCsumFinished]++
 	}
 	if !q.p.cfg.L3 {
 		q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), remote, now)

@@ -2,7 +2,6 @@ package vxlan
 
 import (
 	"softnet.dev/drop"
-	"softnet.dev/internal/cacheline"
 	"softnet.dev/internal/counter"
 )
 
@@ -72,24 +71,19 @@ const (
 
 // counters are one queue's: written by its worker only, published at
 // the end of each burst.
-type counters struct {
-	n   []uint64
-	pub counter.Published
-}
+type counters struct{ counter.Block }
 
-func newCounters() counters {
-	return counters{n: cacheline.Make[uint64](numCounters, numCounters), pub: counter.NewPublished(numCounters)}
-}
+func newCounters() counters { return counters{counter.NewBlock(numCounters)} }
 
-func (c *counters) publish()             { c.pub.Publish(c.n) }
-func (c *counters) rxDrop(r drop.Reason) { c.n[cRxDrops+int(min(r, drop.NumReasons-1))]++ }
-func (c *counters) txDrop(r drop.Reason) { c.n[cTxDrops+int(min(r, drop.NumReasons-1))]++ }
+func (c *counters) publish()             { c.Publish() }
+func (c *counters) rxDrop(r drop.Reason) { c.Drop(cRxDrops, r) }
+func (c *counters) txDrop(r drop.Reason) { c.Drop(cTxDrops, r) }
 
 // statsOf sums the published counters of every queue.
 func statsOf(qs []*counters) Stats {
 	sum := make([]uint64, numCounters)
 	for _, q := range qs {
-		q.pub.AddTo(sum)
+		q.AddTo(sum)
 	}
 	s := Stats{
 		RxPackets:    sum[cRxPackets],

@@ -170,8 +170,8 @@ func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now in
 			return
 		}
 		c.Consume(b) // its data lives on in the segments
-		q.ctr.n[cSegmented]++
-		q.ctr.n[cSegments] += uint64(n)
+		q.ctr.N[cSegmented]++
+		q.ctr.N[cSegments] += uint64(n)
 		for _, s := range q.segs[:n] {
 			q.queue(c, s, orig, now)
 		}
@@ -191,7 +191,7 @@ func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now in
 			q.drop(c, b, drop.DevHdr)
 			return
 		}
-		q.ctr.n[cCsumFinished]++
+		q.ctr.N[cCsumFinished]++
 		q.queue(c, b, orig, now)
 	default:
 		q.queue(c, b, orig, now)
@@ -255,7 +255,7 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 		one[0] = int32(r)
 	} else {
 		to = q.all
-		q.ctr.n[cFlooded]++
+		q.ctr.N[cFlooded]++
 	}
 	pi := q.hold(c, b, orig, len(to))
 	// The frame's part of the UDP checksum, summed once for every
@@ -352,7 +352,7 @@ func (q *txQueue) tooBig(c *buffer.Cache, f []byte) bool {
 		c.Consume(b) // not lost: too many errors of this burst wait already
 		return mustDrop
 	}
-	q.ctr.n[cTooBig]++
+	q.ctr.N[cTooBig]++
 	return mustDrop
 }
 
@@ -373,8 +373,8 @@ func (q *txQueue) flush(c *buffer.Cache) {
 		}
 		for i := done; i < done+n; i++ {
 			q.pendSent[q.owner[i]] = true
-			q.ctr.n[cTxPackets]++
-			q.ctr.n[cTxBytes] += uint64(q.iovs[2*i+1].Len)
+			q.ctr.N[cTxPackets]++
+			q.ctr.N[cTxBytes] += uint64(q.iovs[2*i+1].Len)
 		}
 		done += n
 	}

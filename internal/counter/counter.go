@@ -5,7 +5,12 @@
 // that changed, so a round that touched three counters costs three stores.
 package counter
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"softnet.dev/drop"
+	"softnet.dev/internal/cacheline"
+)
 
 // Published holds the published copy of n counters.
 type Published struct {
@@ -41,4 +46,29 @@ func (p *Published) AddTo(dst []uint64) {
 	for i := range p.pub {
 		dst[i] += p.pub[i].Load()
 	}
+}
+
+// Block is one queue's counters: N, which only the queue's owner (its
+// worker) writes, without atomics, and their published copy. Each package
+// lays out its own indexes in N.
+type Block struct {
+	N   []uint64
+	pub Published
+}
+
+// NewBlock returns n counters, N on cache lines of its own.
+func NewBlock(n int) Block {
+	return Block{N: cacheline.Make[uint64](n, n), pub: NewPublished(n)}
+}
+
+// Publish makes N visible to AddTo. Owner only.
+func (b *Block) Publish() { b.pub.Publish(b.N) }
+
+// AddTo adds the published counters into dst. Safe from any goroutine.
+func (b *Block) AddTo(dst []uint64) { b.pub.AddTo(dst) }
+
+// Drop counts a drop for reason r in the run of drop.NumReasons counters
+// that starts at first; reasons past the enumeration count as its last.
+func (b *Block) Drop(first int, r drop.Reason) {
+	b.N[first+int(min(r, drop.NumReasons-1))]++
 }

@@ -3,6 +3,8 @@ package counter
 import (
 	"sync"
 	"testing"
+
+	"softnet.dev/drop"
 )
 
 func TestPublishOnlyWhatChanged(t *testing.T) {
@@ -56,4 +58,23 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// A block's drops land at first + reason, a reason past the enumeration
+// at its last; readers see them once published.
+func TestBlockDrop(t *testing.T) {
+	const first = 2
+	b := NewBlock(first + int(drop.NumReasons))
+	b.Drop(first, drop.NoMem)
+	b.Drop(first, drop.NumReasons+7)
+	sum := make([]uint64, len(b.N))
+	b.AddTo(sum)
+	if sum[first+int(drop.NoMem)] != 0 {
+		t.Fatal("a drop visible before Publish")
+	}
+	b.Publish()
+	b.AddTo(sum)
+	if sum[first+int(drop.NoMem)] != 1 || sum[first+int(drop.NumReasons)-1] != 1 {
+		t.Fatalf("published %v", sum)
+	}
 }
