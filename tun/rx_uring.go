@@ -23,9 +23,9 @@ import (
 const RingBuffers = 256
 
 // Operations in a ring's user data, in its low byte; above it, the
-// member's slot (16 bits) and, in the high 32 bits, the slot's
-// generation, so that a late completion of a member that left is not
-// taken for one of the slot's next member.
+// member's slot (bits 8-23), its buffer group (bits 24-31) and, in the
+// high 32 bits, the slot's generation, so that a late completion of a
+// member that left is not taken for one of the slot's next member.
 const (
 	opRead uint64 = iota + 1
 	opCancel
@@ -51,8 +51,7 @@ const (
 type rxRing struct {
 	cache  *buffer.Cache // the worker's: the ring's registry key
 	ring   *uring.Ring
-	efd    int // signalled by the ring; every member's FD
-	single bool
+	efd    int  // signalled by the ring; every member's FD
 	shared bool // in the registry, for every queue attached with cache
 
 	groups []*bufGroup // by groupIndex; nil until a member needs it
@@ -115,7 +114,7 @@ func newRxRing(c *buffer.Cache, single bool) (*rxRing, error) {
 		unix.Close(efd)
 		return nil, err
 	}
-	return &rxRing{cache: c, ring: r, efd: efd, single: single, groups: make([]*bufGroup, 2*c.Pool().NumClasses())}, nil
+	return &rxRing{cache: c, ring: r, efd: efd, groups: make([]*bufGroup, 2*c.Pool().NumClasses())}, nil
 }
 
 // groupIndex is the group of buffers of class whose reads land with or
