@@ -85,6 +85,12 @@ type node struct {
 	ipamDir string
 	conf    map[string]any // the plugin's configuration
 
+	// switchConf is what the switch starts with, in the lines of
+	// `softnet switch --config` (port SPEC, route SPEC); startedWith
+	// its ports and routes as the control API lists them.
+	switchConf  string
+	startedWith []string
+
 	sw      *vswitch.Switch
 	srv     *control.Server
 	served  chan error
@@ -95,11 +101,19 @@ type node struct {
 
 func newNode(t *testing.T, mode string, ranges ...string) *node {
 	t.Helper()
+	return newNodeWith(t, mode, "", ranges...)
+}
+
+// newNodeWith is newNode whose switch starts with the ports and routes
+// of switchConf, lines as `softnet switch --config` reads them: a node's
+// overlay port to the other nodes, say.
+func newNodeWith(t *testing.T, mode, switchConf string, ranges ...string) *node {
+	t.Helper()
 	netnstest.RequireRoot(t)
 	dir := t.TempDir()
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	n := &node{t: t, bin: binaries(t), network: "softnet-test-" + hex.EncodeToString(rnd[:]),
+	n := &node{t: t, bin: binaries(t), network: "softnet-test-" + hex.EncodeToString(rnd[:]), switchConf: switchConf,
 		socket: filepath.Join(dir, "softnet.sock"), netDir: filepath.Join(dir, "net.d"), ipamDir: filepath.Join(dir, "ipam")}
 	var rs []any
 	for _, r := range ranges {
@@ -118,6 +132,8 @@ func newNode(t *testing.T, mode string, ranges ...string) *node {
 		}
 	})
 	n.start()
+	ports, routes, _ := n.state()
+	n.startedWith = described(ports, routes)
 	return n
 }
 
@@ -153,10 +169,15 @@ func (n *node) stdin(v string, extra map[string]any) []byte {
 	return b
 }
 
-// start opens a switch with no ports: it takes either kind.
+// start opens a switch with the ports and routes of switchConf; with
+// none it takes ports of either kind.
 func (n *node) start() {
 	t := n.t
-	sw, err := vswitch.Open(vswitch.Config{}, vswitch.Tuning{}, slog.New(slog.DiscardHandler))
+	cfg, err := vswitch.ParseConfig("switch.conf", strings.NewReader(n.switchConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := vswitch.Open(cfg, vswitch.Tuning{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +201,15 @@ func (n *node) startProcess() {
 	n.stop()
 	n.stopped = false
 	n.procOut = &bytes.Buffer{}
-	n.proc = exec.Command(filepath.Join(n.bin, "softnet"), "switch", "--control", n.socket)
+	args := []string{"switch", "--control", n.socket}
+	if n.switchConf != "" {
+		conf := filepath.Join(t.TempDir(), "switch.conf")
+		if err := os.WriteFile(conf, []byte(n.switchConf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", conf)
+	}
+	n.proc = exec.Command(filepath.Join(n.bin, "softnet"), args...)
 	n.proc.Stdout, n.proc.Stderr = n.procOut, n.procOut
 	if err := n.proc.Start(); err != nil {
 		t.Fatal(err)
@@ -337,12 +366,32 @@ func (n *node) portOf(ns *netnstest.NS, ifname string) (control.Port, bool) {
 	return ports[i], true
 }
 
+// wantEmpty checks that the switch has only the ports and routes it
+// started with and host-local no lease.
 func (n *node) wantEmpty() {
 	n.t.Helper()
 	ports, routes, leases := n.state()
-	if len(ports)+len(routes)+len(leases) != 0 {
-		n.t.Errorf("left behind: ports %v, routes %v, leases %v", ports, routes, leases)
+	if now := described(ports, routes); !slices.Equal(now, n.startedWith) || len(leases) != 0 {
+		n.t.Errorf("left behind: %v, leases %v; the switch started with %v", now, leases, n.startedWith)
 	}
+}
+
+// described lists ports by name and spec and routes as the
+// configuration writes them, sorted.
+func described(ports []control.Port, routes []control.Route) []string {
+	var d []string
+	for _, p := range ports {
+		d = append(d, "port "+p.Spec)
+	}
+	for _, r := range routes {
+		rt := "route " + r.Prefix + "=" + r.Port
+		if r.Via != "" {
+			rt += ",via=" + r.Via
+		}
+		d = append(d, rt)
+	}
+	slices.Sort(d)
+	return d
 }
 
 func hasLink(t *testing.T, ns *netnstest.NS, ifname string) bool {
@@ -556,6 +605,62 @@ func TestVersionsAndTAP(t *testing.T) {
 		n.mustRun("del", p, "eth0")
 	}
 	n.wantEmpty()
+}
+
+// Two nodes, each a namespace with its end of a veth underlay and a
+// switch of its own, configured as docs/kubernetes.md configures a
+// node: a routed vxlan port to the other node and a route to the other
+// node's pod CIDR via it. A pod ADDed on each node reaches the other's
+// by ping and TCP across the overlay, over an IPv4 and an IPv6
+// underlay; DEL leaves each switch as it started.
+func TestPodsOnTwoNodes(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	podCIDR := [2]string{"198.18.31.0/24", "198.18.32.0/24"}
+	vtepMAC := [2]string{"02:00:00:00:20:01", "02:00:00:00:20:02"}
+	for _, family := range []string{"ipv4", "ipv6"} {
+		t.Run(family, func(t *testing.T) {
+			underlay, bits := [2]netip.Addr{netip.MustParseAddr("198.18.30.1"), netip.MustParseAddr("198.18.30.2")}, 24
+			if family == "ipv6" {
+				underlay, bits = [2]netip.Addr{netip.MustParseAddr("2001:db8:30::1"), netip.MustParseAddr("2001:db8:30::2")}, 64
+			}
+			hosts := [2]*netnstest.NS{netnstest.New(t), netnstest.New(t)}
+			if out, err := hosts[0].Exec("ip", "link", "add", "under0", "type", "veth", "peer", "name", "under1", "netns", hosts[1].Name); err != nil {
+				t.Fatalf("veth underlay: %v: %s", err, out)
+			}
+			for i, h := range hosts {
+				dev := fmt.Sprintf("under%d", i)
+				if out, err := h.Exec("ip", "link", "set", dev, "up"); err != nil {
+					t.Fatalf("%s up: %v: %s", dev, err, out)
+				}
+				h.AddAddr(t, dev, netip.PrefixFrom(underlay[i], bits))
+			}
+
+			var nodes [2]*node
+			var pods [2]*netnstest.NS
+			var addrs [2]net.IP
+			for i := range nodes {
+				peer := underlay[1-i]
+				conf := fmt.Sprintf("port vxlan:vxlan0,vni=20,local=%s,remote=%s,mode=l3,vtep-mac=%s,fdb=%s@%s,netns=%s\n"+
+					"route %s=vxlan0,via=%s\n", underlay[i], peer, vtepMAC[i], vtepMAC[1-i], peer, hosts[i].Name, podCIDR[1-i], peer)
+				nodes[i] = newNodeWith(t, "tun", conf, podCIDR[i])
+				pods[i] = netnstest.New(t)
+				addrs[i] = ipOf(t, nodes[i].add(pods[i], "eth0"), true)
+			}
+			ping(t, pods[0], addrs[1])
+			ping(t, pods[1], addrs[0])
+			transfer(t, pods[0], pods[1], addrs[1], 4<<20)
+			transfer(t, pods[1], pods[0], addrs[0], 4<<20)
+
+			for i, n := range nodes {
+				n.mustRun("del", pods[i], "eth0")
+				if hasLink(t, pods[i], "eth0") {
+					t.Errorf("DEL left eth0 in %s", pods[i].Name)
+				}
+				n.wantEmpty()
+				n.stop()
+			}
+		})
+	}
 }
 
 // cniError is a plugin's error as the spec writes it on stdout.
