@@ -350,37 +350,10 @@ func (q *txQueue) sendMarked(c *buffer.Cache, b *buffer.Buf) (bool, error) {
 	return q.done(c, b, q.write(b.Bytes(), q.hdr))
 }
 
-// unsupported stands for an offload no device has (UFO): a packet that
-// needs it never passes whole.
-const unsupported = ^port.Offloads(0)
-
 // needs returns the offloads a device must accept to take the packet
 // whole.
 func (q *txQueue) needs(h vnet.Header, pkt []byte) port.Offloads {
-	var o port.Offloads
-	if h.NeedsCsum() {
-		o |= port.OffloadCsum
-	}
-	switch h.GSOType &^ vnet.GSOECN {
-	case vnet.GSONone:
-		return o
-	case vnet.GSOTCPv4:
-		o |= port.OffloadTSO4
-	case vnet.GSOTCPv6:
-		o |= port.OffloadTSO6
-	case vnet.GSOUDPL4:
-		if ipVersion(pkt, q.layer) == 6 {
-			o |= port.OffloadUSO6
-		} else {
-			o |= port.OffloadUSO4
-		}
-	default:
-		return unsupported
-	}
-	if h.GSOType&vnet.GSOECN != 0 {
-		o |= port.OffloadTSOECN
-	}
-	return o
+	return h.Offloads(ipVersion(pkt, q.layer) == 6)
 }
 
 // ipVersion returns the IP version of a packet starting at layer, or 0.

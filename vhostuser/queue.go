@@ -358,30 +358,11 @@ func (q *rxQueue) breakRing(r *split, why string) {
 	q.p.log.Warn("vhost-user ring stopped until restarted", "ring", q.v.index, "why", why)
 }
 
-// unsupported stands for an offload no port has (UFO): a packet that
-// needs it never passes whole.
-const unsupported = ^port.Offloads(0)
-
-// offloadsOf returns the offloads a packet with the header h needs.
-func offloadsOf(h vnet.Header, pkt []byte) port.Offloads {
-	var o port.Offloads
-	if h.NeedsCsum() {
-		o |= port.OffloadCsum
-	}
-	switch h.GSOType &^ vnet.GSOECN {
-	case vnet.GSONone:
-		return o
-	case vnet.GSOTCPv4:
-		o |= port.OffloadTSO4
-	case vnet.GSOTCPv6:
-		o |= port.OffloadTSO6
-	default:
-		return unsupported
-	}
-	if h.GSOType&vnet.GSOECN != 0 {
-		o |= port.OffloadTSOECN
-	}
-	return o
+// offloadsOf returns the offloads a frame with the header h needs. The
+// IP version only tells USO4 from USO6, which vhost-user ports never
+// negotiate, so an untagged frame's first IP byte is enough.
+func offloadsOf(h vnet.Header, frame []byte) port.Offloads {
+	return h.Offloads(len(frame) > packet.EthernetHeaderLen && frame[packet.EthernetHeaderLen]>>4 == 6)
 }
 
 // call notifies the guest that the used entries from old on wait, if it
