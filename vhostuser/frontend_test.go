@@ -332,7 +332,7 @@ func (f *testFrontend) received() (hdrs, frames [][]byte) {
 	return hdrs, frames
 }
 
-func testPort(t *testing.T, cfg Config) (*Port, *buffer.Pool, *buffer.Cache) {
+func testPort(t testing.TB, cfg Config) (*Port, *buffer.Pool, *buffer.Cache) {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "vu0"
@@ -384,7 +384,7 @@ func receiveAll(t *testing.T, p *Port, c *buffer.Cache, want int) []*buffer.Buf 
 }
 
 // waitRunning waits until ring r runs.
-func waitRunning(t *testing.T, p *Port, r int) {
+func waitRunning(t testing.TB, p *Port, r int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
