@@ -402,7 +402,12 @@ func runOverlayConfig(ctx context.Context, o Options, gen generator, runID strin
 	rep.Namespaces = append(rep.Namespaces, n.namespaces()...)
 	vr = &VariantResult{Variant: Variant{Name: c.name}}
 	var sws []*switchProc
+	stopped := false
 	stopSwitches := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
 		var errs []error
 		var leaks []string
 		for _, sw := range sws {
@@ -429,6 +434,7 @@ func runOverlayConfig(ctx context.Context, o Options, gen generator, runID strin
 			sws = append(sws, h.sw)
 		}
 	}
+	u.push("switches", stopSwitches)
 	if err := n.waitPath(ctx, o.IPv6); err != nil {
 		return vr, err
 	}
