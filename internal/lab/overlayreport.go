@@ -146,9 +146,9 @@ func writeOverlayTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(w, `
 configurations (host A, where the sending guest is, then host B)
-  %s  a softnet switch process on each host
-  %s  softnet on host A, the kernel's vxlan device on host B
-  %s  the kernel's vxlan device on each host: the reference (x kernel)
+  %-16s a softnet switch process on each host
+  %-16s softnet on host A, the kernel's vxlan device on host B
+  %-16s the kernel's vxlan device on each host: the reference (x kernel)
 Gbit/s: payload received by the guest. kpps: udp datagrams received; tcp packets the
   receiving device counted. fwd kpps: datagrams per second that reached the receiving
   guest's UDP layer over the middle of the transfer.
