@@ -17,16 +17,18 @@ import (
 
 func newLabCmd() *cobra.Command {
 	var (
-		opts       lab.Options
-		modes      []string
-		traffic    string
-		asJSON     bool
-		jsonFile   string
-		plot       string
-		cpuProfile string
-		check      bool
-		quiet      bool
-		ioPath     string
+		opts        lab.Options
+		modes       []string
+		traffic     string
+		asJSON      bool
+		jsonFile    string
+		plot        string
+		cpuProfile  string
+		check       bool
+		quiet       bool
+		ioPath      string
+		overlay     bool
+		overlayMode string
 	)
 	cmd := &cobra.Command{
 		Use:   "lab [flags]",
@@ -74,14 +76,34 @@ and the pool's size; idle CPU over --idle; the time to add one more port
 (--churn times, added and removed) while two other guests ping; udp and
 tcp between two guests with N-2 idle ports against the same two alone,
 --runs rounds interleaved. --workers and --io set that switch's workers
-and I/O path.`,
+and I/O path.
+
+With --overlay (--overlay-mode l2, the default; l3; or both: bridged,
+routed, or each in turn) lab measures guests across
+two hosts instead: two namespaces joined by a veth pair (the underlay,
+198.18.100.0/24, or 2001:db8:100::/64 with --underlay-ipv6, MTU 1500), each
+with a guest behind it whose MTU is the overlay's (1450, 1430 over IPv6).
+udp, udp64 and tcp (--modes: udp, udp64, tcp, tcp4) go from the guest on
+host A to the guest on host B in three configurations, each on namespaces
+of its own: softnet-softnet (each host runs this binary as a softnet
+switch process), softnet-kernel (host B has the kernel's vxlan device)
+and kernel-kernel, the reference. l2: TAP guests bridged onto a vxlan port,
+and the kernel's vxlan bridged with a veth to the guest; l3: TUN guests
+routed to a mode=l3 vxlan port, and the kernel's vxlan routed as
+Flannel's VXLAN backend configures it. UDP datagrams fill the guests'
+MTU. Besides the rates and their ratios to kernel-kernel lab reports the
+switches' CPU time, their vxlan ports' system calls per datagram (from
+the control API's statistics) and their heap allocations per datagram
+(from their /metrics).`,
 		Example: `  sudo softnet lab
   sudo softnet lab --ladder --plot ladder.svg
   sudo softnet lab --duration 5s --modes udp --json > udp.jsonl
   sudo softnet lab --duration 5s --runs 3 --modes udp,udp64,udp-gso,tcp,tcp4,latency
   sudo softnet lab --ladder --json-file ladder.jsonl   # the table, and the JSON lines in a file
   sudo softnet lab --ladder --cpuprofile lab.prof   # go tool pprof -tagfocus variant=+bulk lab.prof
-  sudo softnet lab --ports 250 --workers 2 --io syscall --tap`,
+  sudo softnet lab --ports 250 --workers 2 --io syscall --tap
+  sudo softnet lab --overlay --overlay-mode both --runs 3
+  sudo softnet lab --overlay --overlay-mode l3 --underlay-ipv6 --json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("lab takes no arguments, got %q", args)}
@@ -100,6 +122,16 @@ and I/O path.`,
 				for _, name := range []string{"modes", "ladder", "plot", "ipv6", "pdr-steps", "pdr-trial"} {
 					if cmd.Flags().Changed(name) {
 						return usageError{fmt.Errorf("--%s does not apply to --ports (its transfers are udp and tcp over IPv4)", name)}
+					}
+				}
+			}
+			if overlay || cmd.Flags().Changed("overlay-mode") {
+				if opts.Overlay, err = lab.ParseOverlay(overlayMode); err != nil {
+					return usageError{fmt.Errorf("--overlay-mode: %w", err)}
+				}
+				for _, name := range []string{"ladder", "plot", "tap", "peers", "ports", "pdr-steps", "pdr-trial"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply to --overlay", name)}
 					}
 				}
 			}
@@ -135,7 +167,7 @@ and I/O path.`,
 				defer stop()
 			}
 			rep, runErr := lab.Run(cmd.Context(), opts)
-			if rep != nil && (len(rep.Variants) > 0 || rep.Ports != nil) {
+			if rep != nil && (len(rep.Variants) > 0 || rep.Ports != nil || len(rep.Overlay) > 0) {
 				if err := writeLabReport(cmd.OutOrStdout(), rep, asJSON, jsonFile, plot); err != nil {
 					return errors.Join(runErr, err)
 				}
@@ -170,6 +202,9 @@ and I/O path.`,
 	f.StringVar(&ioPath, "io", "auto", "--ports: the ports' I/O path: auto (io_uring where the kernel has it), uring or syscall")
 	f.DurationVar(&opts.PortsIdle, "idle", 0, fmt.Sprintf("--ports: how long the idle switch's CPU is measured (default %v)", lab.DefaultPortsIdle))
 	f.IntVar(&opts.PortsChurn, "churn", 0, fmt.Sprintf("--ports: how many times one more port is added and removed (default %d)", lab.DefaultPortsChurn))
+	f.BoolVar(&overlay, "overlay", false, "measure guests across two hosts over VXLAN instead of the variants")
+	f.StringVar(&overlayMode, "overlay-mode", "l2", "--overlay: l2 (bridged), l3 (routed) or both")
+	f.BoolVar(&opts.UnderlayIPv6, "underlay-ipv6", false, "--overlay: an IPv6 underlay (2001:db8:100::/64) instead of IPv4")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 
 func TestLabHelp(t *testing.T) {
 	out, _, code := run(t, "lab", "--help")
-	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn"} {
+	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn", "--overlay", "--overlay-mode", "--underlay-ipv6", "kernel-kernel"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
 		}
@@ -47,6 +47,15 @@ func TestLabUsageErrors(t *testing.T) {
 		{"lab", "--ports", "8", "--ipv6"},
 		{"lab", "--workers", "2"},
 		{"lab", "--io", "syscall"},
+		{"lab", "--overlay", "--overlay-mode", "l4"},
+		{"lab", "--overlay", "--ladder"},
+		{"lab", "--overlay", "--tap"},
+		{"lab", "--overlay", "--ports", "8"},
+		{"lab", "--overlay", "--plot", "overlay.svg"},
+		{"lab", "--overlay", "--modes", "udp-gso"},
+		{"lab", "--overlay", "--modes", "latency"},
+		{"lab", "--overlay", "--modes", "pdr"},
+		{"lab", "--underlay-ipv6"},
 	} {
 		_, stderr, code := run(t, args...)
 		if code != exitUsage {

@@ -107,7 +107,7 @@ flow (default 32768-60999). Datagrams from other addresses are dropped
 over IPv6): longer packets are dropped (PKT_TOO_BIG) and answered with
 ICMP "fragmentation needed" / "packet too big". A kernel peer: ip link
 add vx0 type vxlan id N dstport 4789 local REMOTE remote LOCAL dev ETH,
-bridged with its guests. With mode=l3 it is a routed VTEP beside tun
+bridged with its guests (with dstport 8472, or none, give port=8472). With mode=l3 it is a routed VTEP beside tun
 ports, as Flannel's VXLAN backend builds one: route
 PREFIX=NAME,via=REMOTE sends guests' packets for PREFIX to REMOTE in
 frames from vtep-mac to REMOTE's VTEP MAC, given as fdb=MAC@REMOTE, and

@@ -31,6 +31,9 @@ func (r *Report) Goals() []Goal {
 	if r.Ports != nil {
 		return r.Ports.goals()
 	}
+	if len(r.Overlay) > 0 {
+		return r.overlayGoals()
+	}
 	ref := reference(r.Options)
 	var out []Goal
 	for _, m := range r.Options.Modes {

@@ -166,7 +166,8 @@ func checkNothingLeft(t *testing.T, rep *Report) {
 	}
 }
 
-// children lists this process's child processes that run iperf3 or ip.
+// children lists this process's child processes that run iperf3, ip or
+// a softnet switch.
 func children(t *testing.T) []string {
 	t.Helper()
 	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
@@ -190,7 +191,7 @@ func children(t *testing.T) []string {
 		if len(f) < 2 {
 			continue
 		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip" || comm == "sockperf" || comm == "taskset") {
+		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip" || comm == "sockperf" || comm == "taskset" || comm == "softnet") {
 			out = append(out, fmt.Sprintf("%s (%s, state %s)", strings.Fields(s)[0], comm, f[0]))
 		}
 	}
@@ -407,5 +408,142 @@ func TestLabPortsInterrupted(t *testing.T) {
 	}
 	if p := rep.Ports; p == nil || p.Reach4 != MinPorts || p.Leak != "ok" {
 		t.Fatalf("ports result %+v, want the pings' figures and a balanced leak check", p)
+	}
+}
+
+// buildSoftnet builds the softnet binary, which the overlay's hosts run
+// as their switch processes, into the test's directory.
+func buildSoftnet(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "softnet")
+	if out, err := exec.Command("go", "build", "-o", bin, "softnet.dev/cmd/softnet").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestLabOverlay is a short `softnet lab --overlay --overlay-mode both`
+// over an IPv4 underlay, and the routed kind over an IPv6 one: every
+// configuration moved traffic in every mode, the softnet hosts' costs
+// are there and the kernel's are not, the switch processes' pools
+// balanced, the report is well formed, and nothing is left.
+func TestLabOverlay(t *testing.T) {
+	requireLab(t)
+	bin := buildSoftnet(t)
+	for _, c := range []struct {
+		kinds        []OverlayKind
+		underlayIPv6 bool
+		mtu          int
+	}{{[]OverlayKind{OverlayL2, OverlayL3}, false, 1450}, {[]OverlayKind{OverlayL3}, true, 1430}} {
+		t.Run(fmt.Sprintf("%v/underlay-ipv6=%v", c.kinds, c.underlayIPv6), func(t *testing.T) {
+			modes := []Mode{UDP, TCP}
+			rep, err := Run(context.Background(), Options{
+				Overlay: c.kinds, UnderlayIPv6: c.underlayIPv6, SoftnetBinary: bin, Duration: time.Second, Modes: modes,
+				Traffic: TrafficIperf3, Progress: func(msg string) { t.Log(msg) },
+			})
+			checkNothingLeft(t, rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Overlay) != len(c.kinds) || len(rep.Namespaces) != 4*3*len(c.kinds) {
+				t.Fatalf("%d kinds measured, %d namespaces: want %d and %d", len(rep.Overlay), len(rep.Namespaces), len(c.kinds), 4*3*len(c.kinds))
+			}
+			for i, or := range rep.Overlay {
+				if or.Kind != c.kinds[i] || or.InnerMTU != c.mtu || len(or.Configs) != len(overlayConfigs) {
+					t.Fatalf("overlay %+v", or)
+				}
+				for j, cfg := range or.Configs {
+					name := cfg.Variant.Name
+					if name != overlayConfigs[j].name {
+						t.Errorf("configuration %d is %s, want %s", j, name, overlayConfigs[j].name)
+					}
+					softnet := name != OverlayKernel
+					if leak := cfg.Leak; softnet && leak != "ok" || !softnet && leak != "" {
+						t.Errorf("%s %s: leak check %q", or.Kind, name, leak)
+					}
+					for _, m := range modes {
+						res := cfg.result(m)
+						if res == nil || !(res.Gbps > 0) || !(res.PPS > 0) || !(res.Ratio > 0) || res.RatioTo != OverlayKernel {
+							t.Errorf("%s %s %s: no figure: %+v", or.Kind, name, m, res)
+							continue
+						}
+						costs := res.SyscallsPerPacket != nil && res.AllocsPerPacket != nil && res.CPUPerGbit != nil && res.Forwarded != nil
+						if costs != softnet || softnet && (*res.Forwarded == 0 || !(*res.SyscallsPerPacket > 0)) {
+							t.Errorf("%s %s %s: softnet's costs (calls %v, allocs %v, CPU %v, datagrams %v), want them only with softnet",
+								or.Kind, name, m, res.SyscallsPerPacket, res.AllocsPerPacket, res.CPUPerGbit, res.Forwarded)
+						}
+					}
+				}
+			}
+			goals := rep.Goals()
+			if want := 3 * len(modes) * len(c.kinds); len(goals) != want {
+				t.Errorf("%d goals, want %d: %+v", len(goals), want, goals)
+			}
+
+			var table, js bytes.Buffer
+			if err := WriteTable(&table, rep); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range c.kinds {
+				if want := fmt.Sprintf("%s overlay", k); !strings.Contains(table.String(), want) {
+					t.Errorf("table lacks %q", want)
+				}
+			}
+			for _, want := range []string{fmt.Sprintf("guests' MTU %d", c.mtu), "leak check: ok for every softnet switch process", "calls/dgram"} {
+				if !strings.Contains(table.String(), want) {
+					t.Errorf("table lacks %q", want)
+				}
+			}
+			t.Logf("\n%s", table.String())
+			if err := WriteJSON(&js, rep); err != nil {
+				t.Fatal(err)
+			}
+			results, goalLines := 0, 0
+			for _, line := range strings.Split(strings.TrimSpace(js.String()), "\n") {
+				var obj map[string]any
+				if err := json.Unmarshal([]byte(line), &obj); err != nil {
+					t.Fatalf("JSON line %q: %v", line, err)
+				}
+				if _, ok := obj["goal"]; ok {
+					goalLines++
+					continue
+				}
+				results++
+				exp, _ := obj["experiment"].(string)
+				if !strings.HasPrefix(exp, "lab-overlay-l") || obj["guest_mtu"] != float64(c.mtu) || !(obj["value"].(float64) > 0) {
+					t.Errorf("JSON line %q", line)
+				}
+			}
+			if want := len(modes) * len(overlayConfigs) * len(c.kinds); results != want || goalLines != len(goals) {
+				t.Errorf("%d result lines and %d goal lines, want %d and %d", results, goalLines, want, len(goals))
+			}
+		})
+	}
+}
+
+// TestLabOverlayInterrupted cancels an overlay run in the middle of a
+// transfer, as Ctrl-C does: it stops promptly, and the switch processes
+// and every namespace are gone.
+func TestLabOverlayInterrupted(t *testing.T) {
+	requireLab(t)
+	bin := buildSoftnet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	rep, err := Run(ctx, Options{
+		Overlay: []OverlayKind{OverlayL2}, SoftnetBinary: bin, Duration: 30 * time.Second, Modes: []Mode{TCP}, Traffic: TrafficIperf3,
+		Progress: func(msg string) {
+			t.Log(msg)
+			if strings.HasSuffix(msg, "tcp for 30s") {
+				once.Do(func() { time.AfterFunc(2*time.Second, cancel) })
+			}
+		},
+	})
+	checkNothingLeft(t, rep)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	if len(rep.Overlay) != 1 || len(rep.Overlay[0].Configs) != 1 || rep.Overlay[0].Configs[0].Leak != "ok" {
+		t.Fatalf("overlay %+v, want softnet-softnet's with the switches' leak checks balanced", rep.Overlay)
 	}
 }

@@ -168,6 +168,15 @@ type Options struct {
 	IO         tun.IO
 	PortsIdle  time.Duration
 	PortsChurn int
+	// Overlay, if set, runs the overlay measurement (overlay.go) of
+	// these kinds instead of the variants: two hosts, each with a guest
+	// behind softnet's or the kernel's VXLAN, over a veth underlay of
+	// IPv4 or, with UnderlayIPv6, IPv6. SoftnetBinary is the softnet
+	// executable each softnet host runs as `softnet switch` (default:
+	// this process's own).
+	Overlay       []OverlayKind
+	UnderlayIPv6  bool
+	SoftnetBinary string
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -257,7 +266,42 @@ func (o Options) validate() error {
 	if o.PDRSteps < 2 || o.PDRSteps > 20 {
 		return fmt.Errorf("pdr steps %d: want 2 to 20 (one trial at full rate, then halvings)", o.PDRSteps)
 	}
+	if err := o.validateOverlay(); err != nil {
+		return err
+	}
 	return o.validatePorts()
+}
+
+// validateOverlay checks the options of the overlay measurement.
+func (o Options) validateOverlay() error {
+	if len(o.Overlay) == 0 {
+		if o.UnderlayIPv6 || o.SoftnetBinary != "" {
+			return fmt.Errorf("underlay-ipv6 and the softnet binary apply to the overlay measurement only (overlay)")
+		}
+		return nil
+	}
+	for i, k := range o.Overlay {
+		if k != OverlayL2 && k != OverlayL3 {
+			return fmt.Errorf("overlay %q: want l2 or l3", k)
+		}
+		if slices.Contains(o.Overlay[:i], k) {
+			return fmt.Errorf("overlay %q given twice", k)
+		}
+	}
+	switch {
+	case o.Ports > 0:
+		return fmt.Errorf("overlay and ports are two different runs: give one")
+	case o.Ladder:
+		return fmt.Errorf("overlay and ladder are two different runs: give one")
+	case o.TAP:
+		return fmt.Errorf("tap does not apply to overlay: its l2 kind has TAP guests, l3 TUN guests")
+	}
+	for _, m := range o.Modes {
+		if m.kind() != kindUDP && m.kind() != kindTCP || m == UDPGSO {
+			return fmt.Errorf("mode %s does not apply to overlay: want udp, udp64, tcp or tcp4", m)
+		}
+	}
+	return nil
 }
 
 // validatePorts checks the options of the many-ports measurement, which

@@ -58,7 +58,10 @@ type Result struct {
 	// AllocsPerPacket is heap allocations (runtime.MemStats.Mallocs) over
 	// the window per packet the datapath forwarded in it.
 	AllocsPerPacket *float64
-	Forwarded       *uint64 // packets the in-process datapath forwarded, whole transfer
+	// SyscallsPerPacket is, over the overlay, the vxlan ports' system
+	// calls per datagram they received or sent in the window.
+	SyscallsPerPacket *float64
+	Forwarded         *uint64 // packets the in-process datapath forwarded, whole transfer
 	// RxBytesPerPacket is the mean size of the packets softnet received,
 	// whole transfer: about 64 KiB when the guest's device hands it GSO
 	// packets.
@@ -128,8 +131,9 @@ type Report struct {
 	Latency    string // what measured latency, e.g. "sockperf 3.7", "" if nothing did
 	CPUs       [2]int // the CPUs the latency client and server were pinned to
 	Variants   []VariantResult
-	Ports      *PortsResult // the many-ports measurement (Options.Ports), instead of variants
-	Namespaces []string     // every namespace the run created (all removed)
+	Ports      *PortsResult     // the many-ports measurement (Options.Ports), instead of variants
+	Overlay    []*OverlayResult // the overlay measurement (Options.Overlay), instead of variants
+	Namespaces []string         // every namespace the run created (all removed)
 }
 
 // result returns the figures of variant name in mode, or nil.

@@ -100,6 +100,7 @@ func aggregate(rs []Result) Result {
 		func(r *Result) **float64 { return &r.CPUPerGbit },
 		func(r *Result) **float64 { return &r.WorkerCPUPerGbit },
 		func(r *Result) **float64 { return &r.AllocsPerPacket },
+		func(r *Result) **float64 { return &r.SyscallsPerPacket },
 		func(r *Result) **float64 { return &r.ForwardedPPS },
 		func(r *Result) **float64 { return &r.CPUPerPacketUS },
 		func(r *Result) **float64 { return &r.LatencyP50US },

@@ -373,8 +373,8 @@ func TestVXLANKernelPeer(t *testing.T) {
 				}
 			})
 			for range 5 {
-				sendUDP(t, hb, hb.addr, ha.addr, dgram(0x00, 42, 0, inner), dgram(0x08, 7, 0, inner), dgram(0x08, 42, 0, inner)[:12], dgram(0x08, 42, 1, inner))
-				sendUDP(t, hb, stranger, ha.addr, dgram(0x08, 42, 0, inner))
+				sendUDP(t, hb, hb.addr, netip.AddrPortFrom(ha.addr, vxlan.DefaultPort), dgram(0x00, 42, 0, inner), dgram(0x08, 7, 0, inner), dgram(0x08, 42, 0, inner)[:12], dgram(0x08, 42, 1, inner))
+				sendUDP(t, hb, stranger, netip.AddrPortFrom(ha.addr, vxlan.DefaultPort), dgram(0x08, 42, 0, inner))
 			}
 			wg.Wait()
 			want := drop.Counts{}
@@ -409,12 +409,12 @@ func TestVXLANKernelPeer(t *testing.T) {
 	}
 }
 
-// sendUDP sends each datagram from src in h's namespace to dst's VXLAN
-// port, as anyone on the underlay could.
-func sendUDP(t *testing.T, h overlayHost, src, dst netip.Addr, ds ...[]byte) {
+// sendUDP sends each datagram from src in h's namespace to dst, as
+// anyone on the underlay could.
+func sendUDP(t *testing.T, h overlayHost, src netip.Addr, dst netip.AddrPort, ds ...[]byte) {
 	t.Helper()
 	if err := h.ns.Do(func() error {
-		conn, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, vxlan.DefaultPort)))
+		conn, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(dst))
 		if err != nil {
 			return err
 		}
@@ -451,13 +451,14 @@ func routedGuests(t *testing.T) []*guest {
 }
 
 // startRoutedSwitch runs host i's switch: g's TUN port and a routed
-// vxlan port to the other host, whose VTEP MAC is vtepMAC[1-i].
-func startRoutedSwitch(t *testing.T, i int, g *guest, h, peer overlayHost) (*Switch, func() *Report) {
+// vxlan port to the other host, whose VTEP MAC is vtepMAC[1-i], with
+// opts added to its spec (",port=8472").
+func startRoutedSwitch(t *testing.T, i int, g *guest, h, peer overlayHost, opts string) (*Switch, func() *Report) {
 	t.Helper()
 	cfg := Config{Workers: 1}
 	for _, spec := range []string{
 		"tun:" + g.dev + ",netns=" + g.ns.Name,
-		fmt.Sprintf("vxlan:vx,vni=42,local=%s,remote=%s,mode=l3,vtep-mac=%s,fdb=%s@%s,netns=%s", h.addr, peer.addr, vtepMAC[i], vtepMAC[1-i], peer.addr, h.ns.Name),
+		fmt.Sprintf("vxlan:vx,vni=42,local=%s,remote=%s,mode=l3,vtep-mac=%s,fdb=%s@%s,netns=%s%s", h.addr, peer.addr, vtepMAC[i], vtepMAC[1-i], peer.addr, h.ns.Name, opts),
 	} {
 		p, err := ParsePort(spec)
 		if err != nil {
@@ -497,8 +498,8 @@ func TestVXLANRoutedSoftnet(t *testing.T) {
 		t.Run("mtu"+mtu, func(t *testing.T) {
 			ha, hb := newUnderlayMTU(t, false, mtu)
 			gs := routedGuests(t)
-			_, stopA := startRoutedSwitch(t, 0, gs[0], ha, hb)
-			_, stopB := startRoutedSwitch(t, 1, gs[1], hb, ha)
+			_, stopA := startRoutedSwitch(t, 0, gs[0], ha, hb, "")
+			_, stopB := startRoutedSwitch(t, 1, gs[1], hb, ha, "")
 			ping(t, gs[0], gs[1].v4)
 			ping(t, gs[1], gs[0].v6)
 			transfer(t, gs[0], gs[1], gs[1].v4, 5005, 16<<20)
@@ -519,49 +520,85 @@ func TestVXLANRoutedSoftnet(t *testing.T) {
 // A softnet host with a routed vxlan port and a kernel host configured
 // as Flannel configures one (an address on the vxlan device, an onlink
 // route to the other host's prefix through its VTEP's address, static
-// neighbour and fdb entries) route between their guests.
+// neighbour and fdb entries) route between their guests, over IPv4 and
+// IPv6, across an IPv4 underlay with the kernel on the IANA port and an
+// IPv6 underlay with the kernel on Flannel's 8472, configured as
+// Flannel's IPv6 backend (flannel-v6.VNI) configures its device: the
+// commands docs/design.md gives.
 func TestVXLANRoutedKernelPeer(t *testing.T) {
 	netnstest.RequireTools(t, "ping")
-	ha, hb := newUnderlay(t, false)
-	gs := routedGuests(t)
-	g := gs[1]
-	for _, args := range [][]string{
-		{"ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", "4789", "local", hb.addr.String(), "dev", hb.dev, "nolearning"},
+	for _, tc := range []struct {
+		name string
+		ipv6 bool
+		port int
+	}{{"ipv4", false, vxlan.DefaultPort}, {"ipv6,port8472", true, 8472}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ha, hb := newUnderlay(t, tc.ipv6)
+			gs := routedGuests(t)
+			g := gs[1]
+			for _, args := range flannelPeer(hb, ha, tc.port) {
+				mustExec(t, hb.ns, args...)
+			}
+			mustExec(t, hb.ns, "ip", "link", "add", "gb", "type", "veth", "peer", "name", g.dev, "netns", g.ns.Name)
+			mustExec(t, hb.ns, "ip", "addr", "add", "198.18.22.1/24", "dev", "gb")
+			mustExec(t, hb.ns, "ip", "addr", "add", "2001:db8:22::1/64", "dev", "gb", "nodad")
+			mustExec(t, hb.ns, "ip", "link", "set", "gb", "up")
+			mustExec(t, g.ns, "ip", "link", "set", g.dev, "up")
+			g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v4+"/24"))
+			g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v6+"/64"))
+			mustExec(t, g.ns, "ip", "route", "add", "default", "via", "198.18.22.1")
+			mustExec(t, g.ns, "ip", "-6", "route", "add", "default", "via", "2001:db8:22::1")
+			sw, stop := startRoutedSwitch(t, 0, gs[0], ha, hb, fmt.Sprintf(",port=%d", tc.port))
+			ping(t, gs[0], g.v4)
+			ping(t, g, gs[0].v4)
+			ping(t, gs[0], g.v6)
+			ping(t, g, gs[0].v6)
+			transfer(t, gs[0], g, g.v4, 5005, 16<<20)
+			transfer(t, g, gs[0], gs[0].v4, 5006, 16<<20)
+			transfer(t, gs[0], g, g.v6, 5007, 16<<20)
+			transfer(t, g, gs[0], gs[0].v6, 5008, 16<<20)
+			udpExchange(t, g, gs[0], 50)
+			// A frame to another MAC than the VTEP's is not taken.
+			inner := make([]byte, 14+20)
+			copy(inner, []byte{0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0x42, 0x02, 0x08, 0x00})
+			d := make([]byte, 8+len(inner))
+			d[0] = 0x08
+			binary.BigEndian.PutUint32(d[4:], 42<<8)
+			copy(d[8:], inner)
+			sendUDP(t, hb, hb.addr, netip.AddrPortFrom(ha.addr, uint16(tc.port)), d)
+			waitFor(t, 15*time.Second, "the frame to another MAC counted", func() bool {
+				return vxlanStatsOf(t, sw.Stats()).RxDrops[drop.OtherHost] == 1
+			})
+			// The kernel's offloads are on, as Flannel leaves them: over the
+			// veth, its TCP segments arrive as whole GSO datagrams.
+			if v := vxlanStatsOf(t, stop()); v.RxPackets < 100 || v.RxGSO == 0 {
+				t.Errorf("routed port: %+v", v)
+			}
+		})
+	}
+}
+
+// flannelPeer are the commands that make host h the kernel peer of
+// startRoutedSwitch's host 0 as Flannel's VXLAN backend configures a
+// node (its IPv6 backend, flannel-v6.VNI, over an IPv6 underlay): the
+// device without learning on the underlay address, the VTEP MAC, the
+// first address of each of the node's prefixes on it (/32 and /128), an
+// onlink route to each of the other node's prefixes through its first
+// address, a permanent neighbour entry giving that address the other
+// VTEP's MAC and an fdb entry giving that MAC the other node's underlay
+// address; then forwarding. Each family's guests cross the one device.
+func flannelPeer(h, peer overlayHost, port int) [][]string {
+	return [][]string{
+		{"ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", fmt.Sprint(port), "local", h.addr.String(), "dev", h.dev, "nolearning"},
 		{"ip", "link", "set", "vx0", "address", vtepMAC[1]},
 		{"ip", "addr", "add", "198.18.22.0/32", "dev", "vx0"},
+		{"ip", "addr", "add", "2001:db8:22::/128", "dev", "vx0", "nodad"},
 		{"ip", "link", "set", "vx0", "up"},
 		{"ip", "route", "add", l3net4[0], "via", "198.18.21.0", "dev", "vx0", "onlink"},
+		{"ip", "route", "add", l3net6[0], "via", "2001:db8:21::", "dev", "vx0", "onlink"},
 		{"ip", "neigh", "add", "198.18.21.0", "lladdr", vtepMAC[0], "dev", "vx0", "nud", "permanent"},
-		{"bridge", "fdb", "append", vtepMAC[0], "dev", "vx0", "dst", ha.addr.String()},
-		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
-		{"ip", "link", "add", "gb", "type", "veth", "peer", "name", g.dev, "netns", g.ns.Name},
-		{"ip", "addr", "add", "198.18.22.1/24", "dev", "gb"},
-		{"ip", "link", "set", "gb", "up"},
-	} {
-		mustExec(t, hb.ns, args...)
-	}
-	mustExec(t, g.ns, "ip", "link", "set", g.dev, "up")
-	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v4+"/24"))
-	mustExec(t, g.ns, "ip", "route", "add", "default", "via", "198.18.22.1")
-	sw, stop := startRoutedSwitch(t, 0, gs[0], ha, hb)
-	ping(t, gs[0], g.v4)
-	ping(t, g, gs[0].v4)
-	transfer(t, gs[0], g, g.v4, 5005, 16<<20)
-	transfer(t, g, gs[0], gs[0].v4, 5006, 16<<20)
-	// A frame to another MAC than the VTEP's is not taken.
-	inner := make([]byte, 14+20)
-	copy(inner, []byte{0x02, 0, 0, 0, 0, 0x99, 0x02, 0, 0, 0, 0x42, 0x02, 0x08, 0x00})
-	d := make([]byte, 8+len(inner))
-	d[0] = 0x08
-	binary.BigEndian.PutUint32(d[4:], 42<<8)
-	copy(d[8:], inner)
-	sendUDP(t, hb, hb.addr, ha.addr, d)
-	waitFor(t, 15*time.Second, "the frame to another MAC counted", func() bool {
-		return vxlanStatsOf(t, sw.Stats()).RxDrops[drop.OtherHost] == 1
-	})
-	// The kernel's offloads are on, as Flannel leaves them: over the
-	// veth, its TCP segments arrive as whole GSO datagrams.
-	if v := vxlanStatsOf(t, stop()); v.RxPackets < 100 || v.RxGSO == 0 {
-		t.Errorf("routed port: %+v", v)
+		{"ip", "neigh", "add", "2001:db8:21::", "lladdr", vtepMAC[0], "dev", "vx0", "nud", "permanent"},
+		{"bridge", "fdb", "append", vtepMAC[0], "dev", "vx0", "dst", peer.addr.String()},
+		{"sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"},
 	}
 }
