@@ -192,9 +192,9 @@ func (g *Generator) RxQueue(i int) port.RxQueue {
 // TxQueue returns nil: a generator only receives.
 func (g *Generator) TxQueue(int) port.TxQueue { return nil }
 
-// Close stops the generator: Receive returns port.ErrDown from then on.
+// CloseInto stops the generator: Receive returns port.ErrDown from then on.
 // Nothing is queued inside a generator, so c is not used. Idempotent.
-func (g *Generator) Close(*buffer.Cache) error {
+func (g *Generator) CloseInto(*buffer.Cache) error {
 	g.closed.Store(true)
 	return nil
 }

@@ -61,9 +61,9 @@ type Port interface {
 	Info() Info
 	RxQueue(i int) RxQueue
 	TxQueue(i int) TxQueue
-	// Close releases the port. Buffers still queued inside it are dropped
+	// CloseInto releases the port. Buffers still queued inside it are dropped
 	// with drop.QueuePurge into the cache given, which the caller owns.
-	Close(c *buffer.Cache) error
+	CloseInto(c *buffer.Cache) error
 }
 
 // RxQueue is one receive queue, polled by exactly one worker.
