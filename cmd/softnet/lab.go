@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"softnet.dev/internal/lab"
-	"softnet.dev/tun"
 )
 
 func newLabCmd() *cobra.Command {
@@ -93,7 +92,7 @@ and I/O path.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if opts.IO, err = tun.ParseIO(ioPath); err != nil {
+			if err := opts.IO.UnmarshalText([]byte(ioPath)); err != nil {
 				return usageError{fmt.Errorf("--io: %w", err)}
 			}
 			if opts.Ports > 0 {

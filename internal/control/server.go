@@ -18,7 +18,6 @@ import (
 	"softnet.dev/engine"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/port"
-	"softnet.dev/program"
 )
 
 // Limits that keep a misbehaving client from holding the server.
@@ -273,7 +272,7 @@ func portOf(pv vswitch.PortView, st engine.Stats) Port {
 	info := pv.Port.Info()
 	created := pv.Device != nil && pv.Device.Created()
 	p := Port{Name: info.Name, Spec: pv.Spec.String(), Info: info.String(), Created: created,
-		Allow: pv.Policy.Allow.String(), MACs: program.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
+		Allow: pv.Policy.Allow.String(), MACs: vswitch.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}
 	for _, ps := range st.Ports {
 		if ps.Index == pv.Index {
