@@ -63,8 +63,8 @@ type GenStats struct {
 	AllocFailures uint64 `json:"alloc_failures"` // Receive calls cut short by an exhausted pool
 }
 
-// Generator is a receive-only port that synthesizes UDP traffic (see the
-// package documentation for the packets). Each RxQueue belongs to one
+// Generator is a receive-only port that synthesizes UDP traffic (their
+// format: docs/design.md, "In-memory ports"). Each RxQueue belongs to one
 // worker; Stats may be called from anywhere.
 type Generator struct {
 	info        port.Info
