@@ -61,8 +61,11 @@ type Port interface {
 	Info() Info
 	RxQueue(i int) RxQueue
 	TxQueue(i int) TxQueue
-	// CloseInto releases the port. Buffers still queued inside it are dropped
-	// with drop.QueuePurge into the cache given, which the caller owns.
+	// CloseInto releases the port: the engine's close, once the workers
+	// that used it have let it go. Buffers still queued inside it are
+	// dropped with drop.QueuePurge into c, which the caller owns (nil: a
+	// port that needs a cache makes one). A port used without an engine
+	// may offer a plain Close, as tun.Device does.
 	CloseInto(c *buffer.Cache) error
 }
 
