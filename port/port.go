@@ -63,9 +63,9 @@ type Port interface {
 	TxQueue(i int) TxQueue
 	// CloseInto releases the port: the engine's close, once the workers
 	// that used it have let it go. Buffers still queued inside it are
-	// dropped with drop.QueuePurge into c, which the caller owns (nil: a
-	// port that needs a cache makes one). A port used without an engine
-	// may offer a plain Close, as tun.Device does.
+	// dropped with drop.QueuePurge into c, which the caller owns; a port
+	// says whether c may be nil. A port used without an engine may offer
+	// a plain Close, as tun.Device does.
 	CloseInto(c *buffer.Cache) error
 }
 
