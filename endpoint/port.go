@@ -34,10 +34,10 @@ func (t *Table) RxQueue(i int) port.RxQueue {
 // TxQueue returns nil: nothing is transmitted to the table.
 func (t *Table) TxQueue(int) port.TxQueue { return nil }
 
-// Close closes every endpoint and frees every buffer lent, stocked or
+// CloseInto closes every endpoint and frees every buffer lent, stocked or
 // queued, into c. The engine calls it once its workers have stopped, so
 // the lending state is this goroutine's.
-func (t *Table) Close(c *buffer.Cache) error {
+func (t *Table) CloseInto(c *buffer.Cache) error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

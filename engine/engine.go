@@ -207,7 +207,7 @@ func (e *Engine) Close() error {
 		if p == nil {
 			continue
 		}
-		if err := p.port.Close(e.ctl); err != nil {
+		if err := p.port.CloseInto(e.ctl); err != nil {
 			errs = append(errs, fmt.Errorf("engine: close port %s: %w", p.info.Name, err))
 		}
 	}

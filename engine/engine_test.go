@@ -72,7 +72,7 @@ func (r *rig) close() {
 		r.t.Errorf("engine close: %v", err)
 	}
 	for _, w := range r.wires {
-		if err := w.Close(r.cache); err != nil {
+		if err := w.CloseInto(r.cache); err != nil {
 			r.t.Errorf("wire close: %v", err)
 		}
 	}
@@ -389,8 +389,8 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := pool.NewCache(nil)
-	defer a.Close(c)
-	defer b.Close(c)
+	defer a.CloseInto(c)
+	defer b.CloseInto(c)
 	for _, tc := range []struct {
 		cfg   Config
 		ports []port.Port

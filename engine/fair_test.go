@@ -56,7 +56,7 @@ func TestFloodingPortDoesNotStarveOthers(t *testing.T) {
 		if err := e.Close(); err != nil {
 			t.Error(err)
 		}
-		if err := wire.Close(c); err != nil {
+		if err := wire.CloseInto(c); err != nil {
 			t.Error(err)
 		}
 		c.Close()

@@ -132,7 +132,7 @@ func (e *Engine) RemovePort(index int) error {
 		return fmt.Errorf("engine: port %s removed, its closing deferred: %w", p.info.Name, err)
 	}
 	p.tap.Store(nil)
-	err := p.port.Close(e.ctl)
+	err := p.port.CloseInto(e.ctl)
 	e.release()
 	if err != nil {
 		return fmt.Errorf("engine: close port %s: %w", p.info.Name, err)
@@ -150,7 +150,7 @@ func (e *Engine) release() {
 			continue
 		}
 		q.ps.tap.Store(nil)
-		if err := q.ps.port.Close(e.ctl); err != nil {
+		if err := q.ps.port.CloseInto(e.ctl); err != nil {
 			e.cfg.Log.Error("close port", "port", q.ps.info.Name, "err", err)
 		}
 	}

@@ -182,9 +182,9 @@ type closeCount struct {
 	closes atomic.Int32
 }
 
-func (c *closeCount) Close(cache *buffer.Cache) error {
+func (c *closeCount) CloseInto(cache *buffer.Cache) error {
 	c.closes.Add(1)
-	return c.Port.Close(cache)
+	return c.Port.CloseInto(cache)
 }
 
 // A worker that does not take up a change in time (a program blocks it)

@@ -73,10 +73,10 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		t.Errorf("sinks: light %+v, full %+v", light.Stats(), full.Stats())
 	}
 	c.ConsumeBulk(pairBufs)
-	if err := a.Close(c); err != nil {
+	if err := a.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Close(c); err != nil {
+	if err := b.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)

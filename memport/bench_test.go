@@ -95,8 +95,8 @@ func BenchmarkPair(b *testing.B) {
 	_, c := benchSetup(b)
 	x, y := mustPair(b, PairConfig{})
 	b.Cleanup(func() {
-		_ = x.Close(c)
-		_ = y.Close(c)
+		_ = x.CloseInto(c)
+		_ = y.CloseInto(c)
 	})
 	bufs := make([]*buffer.Buf, benchBurst)
 	if err := c.GetBulk(bufs, buffer.ClassMTU); err != nil {

@@ -51,7 +51,7 @@ func TestGeneratorToDeferredSinkConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if err := s.Close(nil); err != nil {
+	if err := s.CloseInto(nil); err != nil {
 		t.Fatal(err)
 	}
 	done.Store(true)

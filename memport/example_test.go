@@ -35,8 +35,8 @@ func Example() {
 	g, s := gen.Stats(), sink.Stats()
 	fmt.Printf("generated %d packets, %d bytes\n", g.Packets, g.Bytes)
 	fmt.Printf("sink: %d valid, %d bad, %d lost, %d reordered\n", s.Packets, s.Bad, s.Lost, s.Reordered)
-	gen.Close(cache)
-	sink.Close(cache)
+	gen.CloseInto(cache)
+	sink.CloseInto(cache)
 	fmt.Println("leak check:", pool.Close())
 	// Output:
 	// generated 1000 packets, 782000 bytes

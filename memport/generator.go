@@ -63,8 +63,8 @@ type GenStats struct {
 	AllocFailures uint64 `json:"alloc_failures"` // Receive calls cut short by an exhausted pool
 }
 
-// Generator is a receive-only port that synthesizes UDP traffic (see the
-// package documentation for the packets). Each RxQueue belongs to one
+// Generator is a receive-only port that synthesizes UDP traffic (their
+// format: docs/design.md, "In-memory ports"). Each RxQueue belongs to one
 // worker; Stats may be called from anywhere.
 type Generator struct {
 	info        port.Info
@@ -192,9 +192,9 @@ func (g *Generator) RxQueue(i int) port.RxQueue {
 // TxQueue returns nil: a generator only receives.
 func (g *Generator) TxQueue(int) port.TxQueue { return nil }
 
-// Close stops the generator: Receive returns port.ErrDown from then on.
+// CloseInto stops the generator: Receive returns port.ErrDown from then on.
 // Nothing is queued inside a generator, so c is not used. Idempotent.
-func (g *Generator) Close(*buffer.Cache) error {
+func (g *Generator) CloseInto(*buffer.Cache) error {
 	g.closed.Store(true)
 	return nil
 }

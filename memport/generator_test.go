@@ -150,7 +150,7 @@ func testGeneratorPackets(t *testing.T, ipv6 bool, layer packet.Layer, bulk bool
 	if s := g.Stats(); s.Packets != uint64(total) || s.AllocFailures != 0 || s.Bytes == 0 {
 		t.Errorf("stats %+v", s)
 	}
-	if err := g.Close(c); err != nil {
+	if err := g.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := g.RxQueue(0).Receive(c, bufs); n != 0 || !errors.Is(err, port.ErrDown) {

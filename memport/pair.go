@@ -223,13 +223,13 @@ func (p *PairPort) Stats() PairStats {
 	return s
 }
 
-// Close closes this end: from then on its queues return port.ErrDown and
+// CloseInto closes this end: from then on its queues return port.ErrDown and
 // the peer's transmits toward it fail with port.ErrDown too. Buffers
 // still in the rings this end receives from are dropped into c with
 // drop.QueuePurge (the peer's Close does the same for the other
 // direction), and the eventfds are closed. The workers of this end must
 // have stopped; a peer transmit in progress is waited for. Idempotent.
-func (p *PairPort) Close(c *buffer.Cache) error {
+func (p *PairPort) CloseInto(c *buffer.Cache) error {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.closed {

@@ -85,7 +85,7 @@ func TestPairRoundTrip(t *testing.T) {
 	if s := pool.Stats(); s.RemoteFrees != 39 || s.Consumed != 39 {
 		t.Errorf("pool: remote frees %d, consumed %d; want 39", s.RemoteFrees, s.Consumed)
 	}
-	if err := errors.Join(a.Close(ca), b.Close(cb)); err != nil {
+	if err := errors.Join(a.CloseInto(ca), b.CloseInto(cb)); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)
@@ -110,7 +110,7 @@ func TestPairFullRing(t *testing.T) {
 		t.Errorf("stats = %+v", s)
 	}
 	expect(t, b, cb, 0, 8)
-	if err := errors.Join(a.Close(ca), b.Close(cb)); err != nil {
+	if err := errors.Join(a.CloseInto(ca), b.CloseInto(cb)); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)
@@ -138,7 +138,7 @@ func TestPairTooBig(t *testing.T) {
 	if s := pool.Stats(); s.Drops[drop.PktTooBig] != 1 || a.Stats().TooBig != 1 {
 		t.Errorf("PKT_TOO_BIG drops = %d, stats %+v", s.Drops[drop.PktTooBig], a.Stats())
 	}
-	if err := errors.Join(a.Close(ca), b.Close(cb)); err != nil {
+	if err := errors.Join(a.CloseInto(ca), b.CloseInto(cb)); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)
@@ -172,7 +172,7 @@ func TestPairDown(t *testing.T) {
 	expect(t, a, ca, 0, 2)
 	send(t, a, ca, 0, 1, 64)
 	expect(t, b, cb, 0, 1)
-	if err := errors.Join(a.Close(ca), b.Close(cb)); err != nil {
+	if err := errors.Join(a.CloseInto(ca), b.CloseInto(cb)); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)
@@ -188,10 +188,10 @@ func TestPairCloseInFlight(t *testing.T) {
 	}
 	// Close a first: it purges what b sent it, and b's transmits toward
 	// it fail from then on.
-	if err := a.Close(ca); err != nil {
+	if err := a.CloseInto(ca); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Close(ca); err != nil {
+	if err := a.CloseInto(ca); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
 	if n, err := b.TxQueue(0).Transmit(cb, fill(t, cb, 5, 64)); n != 0 || !errors.Is(err, port.ErrDown) {
@@ -203,7 +203,7 @@ func TestPairCloseInFlight(t *testing.T) {
 	if fd := a.RxQueue(0).FD(); fd != -1 {
 		t.Errorf("FD after Close = %d", fd)
 	}
-	if err := b.Close(cb); err != nil {
+	if err := b.CloseInto(cb); err != nil {
 		t.Fatal(err)
 	}
 	ca.Publish()
@@ -280,7 +280,7 @@ func TestPairWakeup(t *testing.T) {
 		t.Fatalf("received %d, want 2", n)
 	}
 	cb.ConsumeBulk(out[:2])
-	if err := errors.Join(a.Close(ca), b.Close(cb)); err != nil {
+	if err := errors.Join(a.CloseInto(ca), b.CloseInto(cb)); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)
@@ -345,7 +345,7 @@ func TestPairSleepingConsumer(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if err := errors.Join(a.Close(ca), b.Close(cb)); err != nil {
+	if err := errors.Join(a.CloseInto(ca), b.CloseInto(cb)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d sleeps, stats a %+v b %+v", sleeps, a.Stats(), b.Stats())
@@ -363,7 +363,7 @@ func TestPairConfigErrors(t *testing.T) {
 	} {
 		if a, b, err := NewPair("x", "y", cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
-			_ = errors.Join(a.Close(nil), b.Close(nil))
+			_ = errors.Join(a.CloseInto(nil), b.CloseInto(nil))
 		} else if want := "memport: pair x/y: "; len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
 			t.Errorf("error without context: %v", err)
 		}

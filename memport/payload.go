@@ -9,7 +9,7 @@ import (
 	"softnet.dev/packet"
 )
 
-// Payload header constants; see the package documentation for the layout.
+// Payload header constants; the layout is in docs/design.md, "In-memory ports".
 const (
 	// Magic starts every generated UDP payload ("snet") whose bytes after
 	// the payload header are the pattern.

@@ -209,11 +209,11 @@ func (s *Sink) Stats() SinkStats {
 	return t
 }
 
-// Close stops the sink: Transmit returns port.ErrDown from then on. With
+// CloseInto stops the sink: Transmit returns port.ErrDown from then on. With
 // CompletionDeferred it waits until the completion goroutines have freed
 // everything queued, then closes their caches. The workers that transmit
 // to the sink must have stopped. c is not used. Idempotent.
-func (s *Sink) Close(*buffer.Cache) error {
+func (s *Sink) CloseInto(*buffer.Cache) error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.done {

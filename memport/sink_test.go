@@ -58,7 +58,7 @@ func testSinkFullDetects(t *testing.T, ipv6 bool, layer packet.Layer) {
 	if got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
-	if err := s.Close(c); err != nil {
+	if err := s.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.TxQueue(0).Transmit(c, generate(t, g, c, 0, 2)); n != 0 || !errors.Is(err, port.ErrDown) {
@@ -84,7 +84,7 @@ func TestSinkLightDetects(t *testing.T) {
 	if want := (SinkStats{Packets: 3, Bytes: 6*64 - 24, Lost: 3, Bad: 3}); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
-	if err := s.Close(nil); err != nil {
+	if err := s.CloseInto(nil); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)
@@ -116,7 +116,7 @@ func TestSinkHeadersOnly(t *testing.T) {
 		if got != want {
 			t.Errorf("validation %d: stats %+v, want %+v", v, got, want)
 		}
-		if err := s.Close(c); err != nil {
+		if err := s.CloseInto(c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,7 +164,7 @@ func TestSinkGarbage(t *testing.T) {
 			if st.Packets+st.Bad != uint64(sent) || st.Bad == 0 || st.Packets == 0 {
 				t.Errorf("%v/%s: %+v for %d packets", v, layerName(layer), st, sent)
 			}
-			if err := s.Close(c); err != nil {
+			if err := s.CloseInto(c); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -205,10 +205,10 @@ func TestSinkDeferred(t *testing.T) {
 		}
 		c.Drain()
 	}
-	if err := s.Close(c); err != nil {
+	if err := s.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(c); err != nil {
+	if err := s.CloseInto(c); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
 	st := s.Stats()
@@ -237,7 +237,7 @@ func TestSinkDeferredCloseInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Close(c); err != nil {
+	if err := s.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
 	st := s.Stats()
@@ -301,7 +301,7 @@ func TestSinkDeferredIdle(t *testing.T) {
 	if st := s.Stats(); st.Packets != 128 {
 		t.Errorf("after a wakeup: %+v", st)
 	}
-	if err := s.Close(c); err != nil {
+	if err := s.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
 	leakCheck(t, pool)

@@ -108,7 +108,7 @@ func (h *Headers) Reset() { *h = Headers{} }
 // Parse parses the headers of b, starting at layer from, into h.
 //
 // On success it returns ok == true and reason is meaningless. Otherwise
-// reason says why b should be dropped (see the package documentation) and
+// reason says why b should be dropped (docs/design.md, "Parsing packets") and
 // h holds whatever was parsed before the failure. An unknown Layer reports
 // drop.NotSpecified.
 func Parse(b []byte, from Layer, h *Headers) (ok bool, reason drop.Reason) {

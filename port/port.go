@@ -61,9 +61,12 @@ type Port interface {
 	Info() Info
 	RxQueue(i int) RxQueue
 	TxQueue(i int) TxQueue
-	// Close releases the port. Buffers still queued inside it are dropped
-	// with drop.QueuePurge into the cache given, which the caller owns.
-	Close(c *buffer.Cache) error
+	// CloseInto releases the port: the engine's close, once the workers
+	// that used it have let it go. Buffers still queued inside it are
+	// dropped with drop.QueuePurge into c, which the caller owns; a port
+	// says whether c may be nil. A port used without an engine may offer
+	// a plain Close, as tun.Device does.
+	CloseInto(c *buffer.Cache) error
 }
 
 // RxQueue is one receive queue, polled by exactly one worker.

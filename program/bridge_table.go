@@ -158,14 +158,6 @@ func (br *Bridge) SetMaxPerPort(n int) {
 	br.fullUntil.Store(0)
 }
 
-// Flush forgets every station.
-func (br *Bridge) Flush() {
-	br.mu.Lock()
-	defer br.mu.Unlock()
-	br.fdb.Store(newFDB(map[[6]byte]*fdbEntry{}))
-	br.fullUntil.Store(0)
-}
-
 // bridgeStats are the bridge's learning counters.
 type bridgeStats struct {
 	learned, moved, refused, full, aged atomic.Uint64

@@ -58,12 +58,6 @@ func TestBridgeLearnsAndForwards(t *testing.T) {
 	if st := br.Stats(); st.Moved != 1 || st.MovesRefused != 1 {
 		t.Errorf("stats %+v, want 1 move and 1 refused", st)
 	}
-
-	br.Flush()
-	wantTable(t, br)
-	b = e.batch(packet.L2, 2, 0, frame(mac(1), mac(2)))
-	br.Run(b)
-	wantVerdicts(t, b, FloodVerdict)
 }
 
 func TestBridgeARP(t *testing.T) {

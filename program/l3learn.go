@@ -348,12 +348,3 @@ func (f *L3Forwarder) ForgetPort(port int) {
 	f.hosts.Store(next)
 	f.fullUntil.Store(0)
 }
-
-// FlushLearned forgets every learned host, as when ports are
-// reconfigured.
-func (f *L3Forwarder) FlushLearned() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.hosts.Store(newHostTable(0))
-	f.fullUntil.Store(0)
-}

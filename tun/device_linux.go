@@ -321,13 +321,17 @@ func (d *Device) Queue(i int) *Queue {
 // that, which Close verifies; an existing one is left as Open found it;
 // the files of FromFiles are closed and nothing else is done. Queue calls
 // blocked in Read or Receive return an error matching port.ErrDown, and
-// Close waits for Queue calls in progress; the queues' engine workers
-// must have stopped. On the system-call path no buffers are held between
-// calls, so c is not used (it may be nil). On the io_uring path the
-// requests still in flight are cancelled and every buffer lent to the
-// kernel is taken back into c (if nil, into a cache made for it); rings a
-// worker attached must have been detached by it. Close is idempotent.
-func (d *Device) Close(c *buffer.Cache) error {
+// Close waits for Queue calls in progress. Close is idempotent. A device
+// handed to an engine is closed by the engine (CloseInto).
+func (d *Device) Close() error { return d.CloseInto(nil) }
+
+// CloseInto is Close for the engine that ran the device (port.Port): its
+// workers must have stopped. On the system-call path no buffers are held
+// between calls, so c is not used. On the io_uring path the requests
+// still in flight are cancelled and every buffer lent to the kernel is
+// taken back into c (if nil, into a cache made for it); rings a worker
+// attached must have been detached by it.
+func (d *Device) CloseInto(c *buffer.Cache) error {
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
 	if d.done {

@@ -25,7 +25,7 @@ func TestConfigErrors(t *testing.T) {
 		{Name: "ok", NetNS: "../etc"},
 	} {
 		if d, err := Open(cfg); err == nil {
-			d.Close(nil)
+			d.Close()
 			t.Errorf("Open(%+v) succeeded", cfg)
 		} else if !strings.HasPrefix(err.Error(), "tun ") {
 			t.Errorf("Open(%+v): error %q lacks context", cfg, err)
@@ -59,7 +59,7 @@ func TestOpenClose(t *testing.T) {
 			closed := false
 			t.Cleanup(func() {
 				if !closed {
-					d.Close(nil)
+					d.Close()
 				}
 			})
 			if !d.Created() {
@@ -113,7 +113,7 @@ func TestOpenClose(t *testing.T) {
 				t.Error("queue beyond Queues is not nil")
 			}
 			if d2, err := Open(cfg); queues == 1 && err == nil {
-				d2.Close(nil)
+				d2.Close()
 				t.Error("a second Open of a single-queue device in use succeeded")
 			} else if queues > 1 {
 				// Multi-queue: a second Open attaches more queues to it.
@@ -123,20 +123,20 @@ func TestOpenClose(t *testing.T) {
 					if d2.Created() {
 						t.Error("second Open reports it created the device")
 					}
-					if err := d2.Close(nil); err != nil {
+					if err := d2.Close(); err != nil {
 						t.Error(err)
 					}
 				}
 			}
 
 			closed = true
-			if err := d.Close(nil); err != nil {
+			if err := d.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if out, ok := linkShow(t, ns, cfg.Name); ok {
 				t.Errorf("device still exists after Close:\n%s", out)
 			}
-			if err := d.Close(nil); err != nil {
+			if err := d.Close(); err != nil {
 				t.Errorf("second Close: %v", err)
 			}
 		})
@@ -164,7 +164,7 @@ func TestAttachExisting(t *testing.T) {
 	if !strings.Contains(during, ",UP") || !strings.Contains(during, "mtu 1280") {
 		t.Errorf("device not up with MTU 1280 while open:\n%s", during)
 	}
-	if err := d.Close(nil); err != nil {
+	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 	after, ok := linkShow(t, ns, name)
@@ -180,7 +180,7 @@ func TestAttachExisting(t *testing.T) {
 	// A device that is not TUN/TAP is refused without being touched.
 	exec(t, ns, "ip", "link", "add", "snveth0", "type", "veth", "peer", "name", "snveth1")
 	if d, err := Open(Config{Name: "snveth0", NetNS: ns.Name}); err == nil {
-		d.Close(nil)
+		d.Close()
 		t.Error("Open attached to a veth device")
 	} else {
 		t.Logf("veth: %v", err)
@@ -190,7 +190,7 @@ func TestAttachExisting(t *testing.T) {
 	}
 	// The wrong mode fails, and leaves the device as it was.
 	if d, err := Open(Config{Name: name, NetNS: ns.Name, TAP: true}); err == nil {
-		d.Close(nil)
+		d.Close()
 		t.Error("Open as TAP of a TUN device succeeded")
 	} else {
 		t.Logf("TAP on a TUN device: %v", err)
@@ -233,7 +233,7 @@ func TestOpenNamespaceByPath(t *testing.T) {
 		if _, ok := linkShow(t, ns, name); !ok {
 			t.Errorf("netns=%s: device %s not in namespace %s", p, name, ns.Name)
 		}
-		if err := d.Close(nil); err != nil {
+		if err := d.Close(); err != nil {
 			t.Error(err)
 		}
 	}
@@ -278,7 +278,7 @@ func TestPortNameApartFromDevice(t *testing.T) {
 		if _, ok := linkShow(t, nss[i], "eth0"); !ok {
 			t.Fatalf("no eth0 in %s", nss[i].Name)
 		}
-		if err := d.Close(nil); err != nil {
+		if err := d.Close(); err != nil {
 			t.Error(err)
 		}
 		if _, ok := linkShow(t, nss[i], "eth0"); ok {

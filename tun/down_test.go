@@ -68,7 +68,7 @@ func TestDeviceDeleted(t *testing.T) {
 		if s := d.Stats(); s.TxDrops[drop.DevReady] != uint64(given) {
 			t.Errorf("stats %+v, want %d DEV_READY drops", s, given)
 		}
-		if err := d.Close(nil); err != nil {
+		if err := d.Close(); err != nil {
 			t.Errorf("Close of a deleted device: %v", err)
 		}
 		// A closed device's queues report it too, and drop what they get.

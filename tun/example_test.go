@@ -34,7 +34,7 @@ func bridge(ctx context.Context, nsA, nsB string) error {
 		if devs[i], err = tun.Open(tun.Config{Name: "sn0", NetNS: ns, Offload: true, GRO: true}); err != nil {
 			return err
 		}
-		defer devs[i].Close(nil)
+		defer devs[i].Close()
 	}
 	var wg sync.WaitGroup
 	for i, rx := range devs {
@@ -47,7 +47,7 @@ func bridge(ctx context.Context, nsA, nsB string) error {
 		})
 	}
 	<-ctx.Done()
-	err = errors.Join(devs[0].Close(nil), devs[1].Close(nil)) // ends both loops
+	err = errors.Join(devs[0].Close(), devs[1].Close()) // ends both loops
 	wg.Wait()
 	return errors.Join(err, pool.Close()) // with the leak check
 }

@@ -28,12 +28,15 @@ func (m IO) String() string {
 	return fmt.Sprintf("io(%d)", m)
 }
 
-// ParseIO parses "auto", "syscall" or "uring".
-func ParseIO(s string) (IO, error) {
+// UnmarshalText sets m from its name: "auto", "syscall" or "uring"
+// (encoding.TextUnmarshaler, so that flags and configuration files take
+// it as text).
+func (m *IO) UnmarshalText(text []byte) error {
 	for i, n := range ioNames {
-		if s == n {
-			return IO(i), nil
+		if string(text) == n {
+			*m = IO(i)
+			return nil
 		}
 	}
-	return 0, fmt.Errorf("unknown I/O mode %q: want auto, syscall or uring", s)
+	return fmt.Errorf("unknown I/O mode %q: want auto, syscall or uring", text)
 }

@@ -1,11 +1,10 @@
 package tun
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netlink"
-	"softnet.dev/internal/netns"
+	"softnet.dev/internal/linkstats"
 )
 
 // KernelStats are a link's own counters, as the kernel keeps them
@@ -53,48 +52,10 @@ func (d *Device) KernelStats() (KernelStats, error) {
 	return st, nil
 }
 
-// LinkCounters reads the kernel counters of any link by name, in a named
-// network namespace: the same numbers Device.KernelStats gives, for links
-// that are not a Device (a veth, or a device another process opened).
-// Its methods must not be called concurrently.
-type LinkCounters struct {
-	nl   *netlink.Handle // bound to the namespace
-	name string
-}
-
-// OpenLinkCounters opens a netlink socket in namespace ns ("" for the
-// current one) to read link name's counters.
-func OpenLinkCounters(ns, name string) (*LinkCounters, error) {
-	var nl *netlink.Handle
-	if err := netns.Do(ns, func() (err error) {
-		nl, err = newNetlink()
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("link %s counters: netlink: %w", name, err)
-	}
-	return &LinkCounters{nl: nl, name: name}, nil
-}
-
-// Read returns the link's counters.
-func (c *LinkCounters) Read() (KernelStats, error) {
-	st, err := readKernelStats(c.nl, c.name)
-	if err != nil {
-		return KernelStats{}, fmt.Errorf("link %s counters: %w", c.name, err)
-	}
-	return st, nil
-}
-
-// Close closes the netlink socket.
-func (c *LinkCounters) Close() { c.nl.Close() }
-
 func readKernelStats(nl *netlink.Handle, name string) (KernelStats, error) {
-	link, err := nl.LinkByName(name)
+	s, err := linkstats.Read(nl, name)
 	if err != nil {
 		return KernelStats{}, err
-	}
-	s := link.Attrs().Statistics
-	if s == nil {
-		return KernelStats{}, errors.New("the kernel sent no statistics")
 	}
 	return KernelStats{
 		RxPackets: s.RxPackets, TxPackets: s.TxPackets,

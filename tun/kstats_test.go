@@ -3,6 +3,7 @@ package tun
 import (
 	"fmt"
 	"net/netip"
+	"softnet.dev/internal/linkstats"
 	"testing"
 
 	"softnet.dev/buffer"
@@ -12,7 +13,7 @@ import (
 
 // A guest floods a device whose queue nobody reads: what does not fit in
 // the device's queue is the kernel's TX drop, which KernelStats and
-// LinkCounters report alike, and which softnet's own counters never see.
+// linkstats report alike, and which softnet's own counters never see.
 func TestKernelStatsFlood(t *testing.T) {
 	for _, tap := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tap=%v", tap), func(t *testing.T) {
@@ -49,7 +50,7 @@ func TestKernelStatsFlood(t *testing.T) {
 				t.Errorf("%d of %d datagrams counted as TX dropped, want all but the 64 queued", dropped, flood)
 			}
 
-			lc, err := OpenLinkCounters(ns.Name, name)
+			lc, err := linkstats.Open(ns.Name, name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +60,7 @@ func TestKernelStatsFlood(t *testing.T) {
 				t.Fatal(err)
 			}
 			if viaName.TxDropped < after.TxDropped {
-				t.Errorf("LinkCounters: TX dropped %d, KernelStats %d", viaName.TxDropped, after.TxDropped)
+				t.Errorf("linkstats: TX dropped %d, KernelStats %d", viaName.TxDropped, after.TxDropped)
 			}
 
 			// What softnet then reads is the queue's content only.

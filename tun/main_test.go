@@ -89,7 +89,7 @@ func openDev(t *testing.T, cfg Config) *Device {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := d.Close(nil); err != nil {
+		if err := d.Close(); err != nil {
 			t.Errorf("close %s: %v", cfg.Name, err)
 		}
 	})

@@ -134,7 +134,7 @@ func TestFromFiles(t *testing.T) {
 					t.Errorf("read %q", p)
 				}
 			}
-			if err := d.Close(nil); err != nil {
+			if err := d.Close(); err != nil {
 				t.Fatal(err)
 			}
 			for i, f := range files {
@@ -193,7 +193,7 @@ func TestFromFilesErrors(t *testing.T) {
 	cases["closed file"] = []*os.File{closed}
 	for name, files := range cases {
 		if d, err := FromFiles(FileConfig{}, files...); err == nil {
-			d.Close(nil)
+			d.Close()
 			t.Errorf("%s: FromFiles succeeded", name)
 		} else if !strings.HasPrefix(err.Error(), "tun") {
 			t.Errorf("%s: error %q lacks context", name, err)
@@ -223,7 +223,7 @@ func TestFromFilesErrors(t *testing.T) {
 		{"MTU too small", FileConfig{MTU: 20}, []*os.File{plain}},
 	} {
 		if d, err := FromFiles(tc.cfg, tc.files...); err == nil {
-			d.Close(nil)
+			d.Close()
 			t.Errorf("%s: FromFiles succeeded", tc.name)
 		} else {
 			t.Logf("%s: %v", tc.name, err)
@@ -232,7 +232,7 @@ func TestFromFilesErrors(t *testing.T) {
 	// The files stay the caller's, and usable.
 	if d, err := FromFiles(FileConfig{}, a); err != nil {
 		t.Errorf("a file refused alongside another is not usable alone: %v", err)
-	} else if err := d.Close(nil); err != nil {
+	} else if err := d.Close(); err != nil {
 		t.Error(err)
 	}
 }
@@ -330,8 +330,8 @@ func TestQueueTCPGSO(t *testing.T) {
 					peer = peerV6
 				}
 				streamTCP(t, nsA, nsB, peer, payload, 10*time.Second)
-				a.Close(nil)
-				b.Close(nil)
+				a.Close()
+				b.Close()
 				for range 2 {
 					if err := <-done; err != nil {
 						t.Errorf("relay: %v", err)
@@ -462,7 +462,7 @@ func TestQueueCloseUnblocksRead(t *testing.T) {
 				}
 			}()
 			<-started
-			if err := d.Close(nil); err != nil {
+			if err := d.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; !errors.Is(err, port.ErrDown) {

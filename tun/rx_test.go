@@ -184,7 +184,7 @@ func TestReceiveBulkAlloc(t *testing.T) {
 	}
 	if testIO == IOUring {
 		// Buffers stay lent to the kernel until the device closes.
-		if err := d.Close(c); err != nil {
+		if err := d.CloseInto(c); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -111,7 +111,7 @@ func TestUringCloseInFlight(t *testing.T) {
 	if s := pool.Stats(); s.InUse == 0 {
 		t.Fatal("no buffer lent to the kernel")
 	}
-	if err := d.Close(nil); err != nil {
+	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if s := d.Stats(); s.RxDrops[drop.QueuePurge] == 0 {
@@ -194,7 +194,7 @@ func TestUringRefusedFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close(nil)
+	defer d.Close()
 	if _, err := Open(Config{Name: devName("snu"), NetNS: ns.Name, IO: IOUring}); !errors.Is(err, uring.ErrUnavailable) {
 		t.Errorf("Open with io=uring while refused: %v, want ErrUnavailable", err)
 	}

@@ -352,7 +352,7 @@ func testPort(t testing.TB, cfg Config) (*Port, *buffer.Pool, *buffer.Cache) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.Close(c); err != nil {
+		if err := p.CloseInto(c); err != nil {
 			t.Error(err)
 		}
 		c.Close()

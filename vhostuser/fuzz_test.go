@@ -150,7 +150,7 @@ func FuzzSession(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() {
-		p.Close(c)
+		p.CloseInto(c)
 		c.Close()
 		if err := pool.Close(); err != nil {
 			f.Errorf("leak check: %v", err)

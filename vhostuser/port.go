@@ -141,10 +141,10 @@ func (p *Port) Socket() string { return p.cfg.Socket }
 // Connected reports whether a front-end is connected.
 func (p *Port) Connected() bool { return p.connected.Load() }
 
-// Close stops serving, disconnects the front-end and removes the socket
+// CloseInto stops serving, disconnects the front-end and removes the socket
 // (in server mode).
 // The port holds no buffers between calls, so c is not used.
-func (p *Port) Close(c *buffer.Cache) error {
+func (p *Port) CloseInto(c *buffer.Cache) error {
 	if p.closed.Swap(true) {
 		return nil
 	}

@@ -484,7 +484,7 @@ func TestReconnect(t *testing.T) {
 func TestListenSocketInUse(t *testing.T) {
 	p, _, _ := testPort(t, Config{})
 	if q, err := Listen(Config{Name: "other", Socket: p.Socket(), Log: quiet}); err == nil {
-		q.Close(nil)
+		q.CloseInto(nil)
 		t.Fatal("a second port listens on a socket in use")
 	}
 	stale := filepath.Join(t.TempDir(), "stale.sock")
@@ -500,7 +500,7 @@ func TestListenSocketInUse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a stale socket file was not replaced: %v", err)
 	}
-	q.Close(nil)
+	q.CloseInto(nil)
 }
 
 // A port in client mode connects to the front-end's socket, and again
@@ -522,7 +522,7 @@ func TestClientMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.Close(c); err != nil {
+		if err := p.CloseInto(c); err != nil {
 			t.Error(err)
 		}
 		c.Close()

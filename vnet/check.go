@@ -30,7 +30,7 @@ const (
 // Check validates h against pkt, the packet that follows it: pkt starts
 // with the IP header if layer is packet.L3 (TUN) and with the Ethernet
 // header if it is packet.L2 (TAP). It reports ok, or the reason to drop
-// the packet with (see the package documentation for the rules).
+// the packet with (the rules: docs/design.md, "TUN and TAP devices, offloads, GSO and GRO").
 //
 // A packet without GSO is only checked as far as the header describes it
 // (its flags and checksum offsets): parsing it is the datapath's job, and

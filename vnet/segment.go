@@ -40,7 +40,7 @@ func SegmentCount(h Header, pkt []byte, layer packet.Layer) int {
 // Segment splits the GSO packet pkt, which h describes, into packets of at
 // most h.GSOSize payload bytes each, in new buffers from c stored in
 // out[:n], and returns n. Each segment is a complete packet with finished
-// checksums (see the package documentation); pkt is not modified and
+// checksums (docs/design.md, "TUN and TAP devices, offloads, GSO and GRO"); pkt is not modified and
 // bytes after its IP packet (Ethernet padding) are not copied. All
 // segments are of one size class, the smallest that holds the largest of
 // them.

@@ -1,48 +1,25 @@
 // Package vxlan is a VXLAN overlay port (RFC 7348): Ethernet frames
-// carried in UDP datagrams between VTEPs (VXLAN tunnel endpoints) over an
-// IPv4 or IPv6 underlay, byte-compatible with the Linux kernel's vxlan
-// device. A Port is a port.Port of layer L2 that the engine polls like a
-// TAP device; a bridge sees it as one port.
+// carried in UDP between VTEPs over an IPv4 or IPv6 underlay,
+// byte-compatible with the Linux kernel's vxlan device. A Port is an L2
+// port.Port that the engine polls like a TAP device and a bridge sees as
+// one port.
 //
-// Receive takes the buffers for a burst with one bulk get from the
-// worker's cache and receives up to a burst of datagrams with one
-// recvmmsg, straight into them: the VXLAN header lands at the end of the
-// headroom and the inner frame where a fresh buffer's data starts. Every
-// datagram is validated before its frame is handed over: a source that
-// is not one of the configured remotes (IP_RPFILTER), a header without
-// the I flag or with reserved bits (VXLAN_INVALID_HDR), another VNI
-// (VXLAN_VNI_NOT_FOUND), a datagram too short for the headers (HDR_TRUNC)
-// or longer than a buffer (PKT_TOO_BIG) is dropped into the cache with
-// its reason and counted in the port's Stats.
+//	vx, err := vxlan.Open(vxlan.Config{Name: "vx0", VNI: 42,
+//		Local:   netip.MustParseAddrPort("198.18.100.1:4789"),
+//		Remotes: []netip.Addr{netip.MustParseAddr("198.18.100.2")}})
+//	if err != nil {
+//		return err
+//	}
+//	eng, err := engine.New(engine.Config{Pool: pool, Programs: []program.Program{bridge}}, tap, vx)
 //
-// Flood and learn, as the kernel's vxlan: the source MAC of every inner
-// frame is learned against the remote it came from, in a bounded table
-// with ageing (300 s by default); Transmit sends a frame to a learned
-// station to its remote only, and floods broadcast, multicast and
-// unknown destinations to every remote.
+// It floods and learns as the kernel's vxlan does: each inner source MAC
+// is learned against its remote (Table lists them), and broadcast,
+// multicast and unknown destinations go to every remote. A burst is one
+// recvmmsg or sendmmsg, without a copy. The underlay is untrusted: a
+// datagram from an unknown source, with a bad header or another VNI is a
+// counted drop. A packet longer than MTU() drops as drop.PktTooBig and
+// is answered with ICMP, as the kernel's tunnels do. Config.L3 makes a
+// routed port (SetRoutes), as Flannel's and Calico's backends use it.
 //
-// Transmit writes each datagram's UDP and VXLAN headers into a header
-// slot of the queue and sends a whole burst with sendmmsg, each datagram
-// gathered from its slot and the frame's buffer without a copy, through
-// a raw UDP socket so that the outer source port can come from a hash of
-// the inner flow (RFC 7348 section 5, for ECMP), as the kernel's and
-// Open vSwitch's do. The UDP checksum is always computed. GSO packets
-// and partial checksums from guests' TAP devices are finished in
-// software first (package vnet).
-//
-// A packet longer than the underlay's path MTU less the encapsulation
-// (Port.MTU) is dropped as PKT_TOO_BIG and answered, as the kernel's
-// tunnels do, with ICMP "fragmentation needed" or "packet too big" from
-// its destination, handed over by the receive queue of the same worker.
-// Frames that a peer's offloads left unfinished over a veth underlay (a
-// checksum holding the pseudo-header sum, a whole TCP GSO datagram) are
-// finished or handed on as GSO packets.
-//
-// With Config.L3 the port is routed, as Flannel's and Calico's VXLAN
-// backends use the overlay: an L3 port and a VTEP with a MAC of its own,
-// sending each IP packet to the remote its route names (SetRoutes) and
-// taking only frames to its MAC.
-//
-// The port's sockets live in the underlay's network namespace
-// (Config.NetNS), as package tun's devices do.
+// Design: docs/design.md, "VXLAN overlay ports".
 package vxlan

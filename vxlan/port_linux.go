@@ -246,9 +246,9 @@ func (p *Port) TxQueue(i int) port.TxQueue {
 	return p.tx[i]
 }
 
-// Close closes the sockets. A port holds no buffer between calls, so
+// CloseInto closes the sockets. A port holds no buffer between calls, so
 // there is nothing to purge into c.
-func (p *Port) Close(c *buffer.Cache) error {
+func (p *Port) CloseInto(c *buffer.Cache) error {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.closed.Swap(true) {

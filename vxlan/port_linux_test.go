@@ -48,7 +48,7 @@ func openPort(t *testing.T, cfg Config) *Port {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := p.Close(nil); err != nil {
+		if err := p.CloseInto(nil); err != nil {
 			t.Errorf("close %s: %v", cfg.Name, err)
 		}
 	})
@@ -341,7 +341,7 @@ func TestPortClosedAndBusy(t *testing.T) {
 	if _, err := Open(cfg); err == nil {
 		t.Fatal("a second port on the same local address and port opened")
 	}
-	if err := p.Close(nil); err != nil {
+	if err := p.CloseInto(nil); err != nil {
 		t.Fatal(err)
 	}
 	buf, _ := c.Get(0)

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"softnet.dev/internal/lab"
-	"softnet.dev/tun"
 )
 
 func newLabCmd() *cobra.Command {
@@ -115,7 +114,7 @@ the control API's statistics) and their heap allocations per datagram
 			if err != nil {
 				return usageError{err}
 			}
-			if opts.IO, err = tun.ParseIO(ioPath); err != nil {
+			if err := opts.IO.UnmarshalText([]byte(ioPath)); err != nil {
 				return usageError{fmt.Errorf("--io: %w", err)}
 			}
 			if opts.Ports > 0 {

@@ -2,9 +2,13 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
 	"net/netip"
+	"softnet.dev/engine"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -370,4 +374,87 @@ func (c *capture) write(ctx context.Context, w io.Writer, flush func(), present 
 			}
 		}
 	}
+}
+
+// capture streams a port's packets as pcap, until count packets, the
+// client goes away or the port is removed.
+func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	eng := s.sw.Engine()
+	pv, ok := s.portView(q.Get("port"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no port %q", q.Get("port")))
+		return
+	}
+	info := pv.Port.Info()
+	o := captureOptions{port: pv.Index, layer: info.Layer}
+	switch q.Get("dir") {
+	case "", "both":
+		o.rx, o.tx = true, true
+	case "rx":
+		o.rx = true
+	case "tx":
+		o.tx = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("dir=%q: want rx, tx or both", q.Get("dir")))
+		return
+	}
+	var err error
+	if o.snaplen, err = queryInt(r, "snaplen", info.MaxFrame, 64, max(info.MaxFrame, 64)); err == nil {
+		if o.count, err = queryInt(r, "count", 0, 0, math.MaxInt32); err == nil {
+			if o.buffer, err = queryInt(r, "buffer", DefaultCaptureBufferKiB, MinCaptureBufferKiB, MaxCaptureBufferKiB); err == nil {
+				o.buffer <<= 10
+				o.filter, err = parseCaptureFilter(q.Get("filter"))
+			}
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !s.claim(pv.Port) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("port %s: a capture is already running", info.Name))
+		return
+	}
+	defer s.release(pv.Port)
+	c, err := newCapture(o)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	// The port is the one looked up as long as the switch runs that
+	// device at that index: a port removed and added again under the
+	// same name is another port.
+	present := func() bool {
+		cur, ok := s.portView(info.Name)
+		return ok && cur.Port == pv.Port && cur.Index == pv.Index
+	}
+	if err := eng.SetTap(pv.Index, c); err != nil || !present() {
+		// Removed since the look-up; the tap, if set on a port that took
+		// the index since, comes off again.
+		eng.ClearTap(pv.Index, c)
+		if errors.Is(err, engine.ErrTapBusy) && present() {
+			writeError(w, http.StatusConflict, fmt.Sprintf("port %s: a capture is already running", info.Name))
+		} else {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("port %s: removed", info.Name))
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.tcpdump.pcap")
+	w.Header().Set("Trailer", "Softnet-Captured, Softnet-Lost, Softnet-End")
+	w.WriteHeader(http.StatusOK)
+	flush := func() {}
+	if f, ok := w.(http.Flusher); ok {
+		flush = f.Flush
+	}
+	n, end, err := c.write(r.Context(), w, flush, present)
+	// Only its own: the index may be another port's by now.
+	eng.ClearTap(pv.Index, c)
+	if end == endClient && s.switchStopped() {
+		end = EndStopped
+	}
+	w.Header().Set("Softnet-Captured", strconv.Itoa(n))
+	w.Header().Set("Softnet-Lost", strconv.FormatUint(c.lost(), 10))
+	w.Header().Set("Softnet-End", end)
+	s.log.Info("capture ended", "port", info.Name, "captured", n, "lost", c.lost(), "end", end, "err", err)
 }

@@ -140,7 +140,7 @@ func attachSoftnetTUN(f *os.File) (batchDev, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return d.Queue(0), func() error { return d.Close(nil) }, nil
+	return d.Queue(0), d.Close, nil
 }
 
 // forward moves batches from one device to the other until close.

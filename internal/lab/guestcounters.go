@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"softnet.dev/internal/linkstats"
 	"softnet.dev/internal/netns"
-	"softnet.dev/tun"
 )
 
 // udpStats are a guest's UDP counters, IPv4 and IPv6 together.
@@ -105,21 +105,21 @@ func parseSNMP6(data []byte, name string) (uint64, error) {
 // guestCounters are the guests' own view of a transfer: what reached the
 // receiving device, what the sending device could not hand on, and what
 // the receiving sockets had no room for. The devices' counters are read
-// as the switch reports them (tun.LinkCounters, the numbers of
+// as the switch reports them (package linkstats, the numbers of
 // tun.Device.KernelStats), on veth and TUN/TAP guests alike: on the
 // guest's side, RX is what the datapath delivered to the guest and TX
 // dropped what the guest sent that the datapath did not take in time.
 type guestCounters struct {
-	a, b *tun.LinkCounters
+	a, b *linkstats.Reader
 	bNS  string
 }
 
 func openGuestCounters(p *guestPair) (*guestCounters, error) {
-	a, err := tun.OpenLinkCounters(p.a.ns, p.a.dev)
+	a, err := linkstats.Open(p.a.ns, p.a.dev)
 	if err != nil {
 		return nil, err
 	}
-	b, err := tun.OpenLinkCounters(p.b.ns, p.b.dev)
+	b, err := linkstats.Open(p.b.ns, p.b.dev)
 	if err != nil {
 		a.Close()
 		return nil, err

@@ -83,11 +83,11 @@ func (w *Port) TxQueue(i int) port.TxQueue {
 	return w.queues[i]
 }
 
-// Close stops the TX goroutines once they have sent what is queued, then
+// CloseInto stops the TX goroutines once they have sent what is queued, then
 // closes the wrapped port.
-func (w *Port) Close(c *buffer.Cache) error {
+func (w *Port) CloseInto(c *buffer.Cache) error {
 	w.stopAll()
-	return w.Port.Close(c)
+	return w.Port.CloseInto(c)
 }
 
 func (w *Port) stopAll() {

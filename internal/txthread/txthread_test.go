@@ -75,7 +75,7 @@ func TestErrorReachesTheWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Close(c); err != nil { // the peer goes away
+	if err := b.CloseInto(c); err != nil { // the peer goes away
 		t.Fatal(err)
 	}
 	send := func() error {
@@ -96,7 +96,7 @@ func TestErrorReachesTheWorker(t *testing.T) {
 	if !errors.Is(got, port.ErrDown) {
 		t.Fatalf("error %v, want port.ErrDown", got)
 	}
-	if err := w.Close(c); err != nil {
+	if err := w.CloseInto(c); err != nil {
 		t.Fatal(err)
 	}
 	c.Drain()

@@ -143,7 +143,7 @@ func (p PortSpec) String() string {
 		s += ",allow=" + p.Allow.String()
 	}
 	if len(p.MACs) > 0 {
-		s += ",mac=" + program.FormatMACs(p.MACs)
+		s += ",mac=" + FormatMACs(p.MACs)
 	}
 	if p.DHCPServer {
 		s += ",dhcp-server=on"
@@ -251,13 +251,11 @@ func ParsePort(s string) (PortSpec, error) {
 				spec.Router = on
 			}
 		case "io":
-			m, err := tun.ParseIO(v)
-			if err != nil {
+			if err := spec.IO.UnmarshalText([]byte(v)); err != nil {
 				return spec, fmt.Errorf("port %q: %w", s, err)
 			}
-			spec.IO = m
 		case "allow":
-			a, err := program.ParseAllow(v)
+			a, err := parseAllow(v)
 			if err != nil {
 				return spec, fmt.Errorf("port %q: %w", s, err)
 			}
@@ -266,7 +264,7 @@ func ParsePort(s string) (PortSpec, error) {
 			if !spec.TAP && !spec.VXLAN {
 				return spec, fmt.Errorf("port %q: mac= applies to tap ports: tun ports carry no MAC addresses", s)
 			}
-			m, err := program.ParseMACs(v)
+			m, err := parseMACs(v)
 			if err != nil {
 				return spec, fmt.Errorf("port %q: %w", s, err)
 			}

@@ -105,7 +105,7 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog
 			}
 			return err
 		}
-		return errors.Join(err, lp.port.Close(nil))
+		return errors.Join(err, lp.port.CloseInto(nil))
 	}
 	lp.index = index
 	sw.cfg, sw.ports = next, append(sw.ports, lp)
@@ -326,7 +326,7 @@ func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 	opened := map[string]*livePort{}
 	closeOpened := func() {
 		for _, lp := range opened {
-			_ = lp.port.Close(nil)
+			_ = lp.port.CloseInto(nil)
 		}
 	}
 	for _, p := range cfg.Ports {

@@ -340,7 +340,7 @@ func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
 	}
 	if sw.plan.DeferTX {
 		if lp.port, err = txthread.Wrap(d, sw.pool); err != nil {
-			return nil, errors.Join(fmt.Errorf("port %s: %w", spec, err), d.Close(nil))
+			return nil, errors.Join(fmt.Errorf("port %s: %w", spec, err), d.Close())
 		}
 	}
 	how := "attached to existing"
@@ -406,10 +406,10 @@ func (sw *Switch) abandon() error {
 		errs = append(errs, sw.engine.Close()) // closes every port
 	} else {
 		for _, lp := range sw.ports {
-			errs = append(errs, lp.port.Close(nil))
+			errs = append(errs, lp.port.CloseInto(nil))
 		}
 		if sw.table != nil {
-			errs = append(errs, sw.table.Close(nil))
+			errs = append(errs, sw.table.CloseInto(nil))
 		}
 	}
 	if sw.pool != nil {

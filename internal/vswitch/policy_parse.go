@@ -1,4 +1,4 @@
-package program
+package vswitch
 
 import (
 	"fmt"
@@ -6,47 +6,31 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"softnet.dev/program"
 )
 
-// MaxAllowPrefixes bounds the prefixes of one port's Allow, and
-// MaxPortMACs its MACs: a policy is configuration, not a table that
-// grows with traffic.
-const (
-	MaxAllowPrefixes = 1024
-	MaxPortMACs      = 64
-)
-
-// Allow is the set of source addresses a port may send from.
-type Allow struct {
-	// Any allows every address: for a port behind which a router forwards
-	// for others. It must be asked for explicitly (allow=any).
-	Any bool
-	// Prefixes are the allowed prefixes when Any is false, normalized
-	// (host bits cleared) and without duplicates. None allows nothing.
-	Prefixes []netip.Prefix
-}
-
-// ParseAllow parses the allow= syntax: "any", "none", or one or more
+// parseAllow parses the allow= syntax: "any", "none", or one or more
 // prefixes joined by '+' ("198.18.1.0/24+2001:db8:1::/64"). A bare
 // address stands for its host prefix (/32 or /128).
-func ParseAllow(s string) (Allow, error) {
+func parseAllow(s string) (program.Allow, error) {
 	switch s {
 	case "any":
-		return Allow{Any: true}, nil
+		return program.Allow{Any: true}, nil
 	case "none":
-		return Allow{}, nil
+		return program.Allow{}, nil
 	case "":
-		return Allow{}, fmt.Errorf("allow: empty (want any, none or PREFIX[+PREFIX...])")
+		return program.Allow{}, fmt.Errorf("allow: empty (want any, none or PREFIX[+PREFIX...])")
 	}
 	parts := strings.Split(s, "+")
-	if len(parts) > MaxAllowPrefixes {
-		return Allow{}, fmt.Errorf("allow: %d prefixes, at most %d", len(parts), MaxAllowPrefixes)
+	if len(parts) > program.MaxAllowPrefixes {
+		return program.Allow{}, fmt.Errorf("allow: %d prefixes, at most %d", len(parts), program.MaxAllowPrefixes)
 	}
-	var a Allow
+	var a program.Allow
 	for _, part := range parts {
 		p, err := parsePrefixOrAddr(part)
 		if err != nil {
-			return Allow{}, fmt.Errorf("allow: %w", err)
+			return program.Allow{}, fmt.Errorf("allow: %w", err)
 		}
 		if !slices.Contains(a.Prefixes, p) {
 			a.Prefixes = append(a.Prefixes, p)
@@ -70,30 +54,15 @@ func parsePrefixOrAddr(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// String returns the allow= syntax ParseAllow reads.
-func (a Allow) String() string {
-	if a.Any {
-		return "any"
-	}
-	if len(a.Prefixes) == 0 {
-		return "none"
-	}
-	parts := make([]string, len(a.Prefixes))
-	for i, p := range a.Prefixes {
-		parts[i] = p.String()
-	}
-	return strings.Join(parts, "+")
-}
-
-// ParseMACs parses the mac= syntax: one or more unicast Ethernet
+// parseMACs parses the mac= syntax: one or more unicast Ethernet
 // addresses joined by '+' ("02:00:00:00:00:01+02:00:00:00:00:02").
-func ParseMACs(s string) ([][6]byte, error) {
+func parseMACs(s string) ([][6]byte, error) {
 	if s == "" {
 		return nil, fmt.Errorf("mac: empty (want MAC[+MAC...])")
 	}
 	parts := strings.Split(s, "+")
-	if len(parts) > MaxPortMACs {
-		return nil, fmt.Errorf("mac: %d addresses, at most %d", len(parts), MaxPortMACs)
+	if len(parts) > program.MaxPortMACs {
+		return nil, fmt.Errorf("mac: %d addresses, at most %d", len(parts), program.MaxPortMACs)
 	}
 	var out [][6]byte
 	for _, part := range parts {
@@ -118,7 +87,7 @@ func ParseMACs(s string) ([][6]byte, error) {
 	return out, nil
 }
 
-// FormatMACs returns the mac= syntax ParseMACs reads.
+// FormatMACs returns the mac= syntax parseMACs reads.
 func FormatMACs(macs [][6]byte) string {
 	parts := make([]string, len(macs))
 	for i, m := range macs {
