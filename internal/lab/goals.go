@@ -31,6 +31,9 @@ func (r *Report) Goals() []Goal {
 	if r.Ports != nil {
 		return r.Ports.goals()
 	}
+	if r.Vhost != nil {
+		return r.Vhost.goals()
+	}
 	ref := reference(r.Options)
 	var out []Goal
 	for _, m := range r.Options.Modes {

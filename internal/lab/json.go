@@ -15,10 +15,14 @@ func Experiment(m Mode) string { return "lab-" + string(m) }
 // "ratio",…} with the lab's figures as extra fields (null where a figure
 // does not apply to the variant), then one {"experiment","goal","ratio",
 // "met"} line per goal. A --ports run has an experiment per figure
-// (lab-ports-reach, -rss, -idle-cpu, -add, -udp, -tcp).
+// (lab-ports-reach, -rss, -idle-cpu, -add, -udp, -tcp); a --vhost run
+// lab-vhost-64 and lab-vhost-1500.
 func WriteJSON(w io.Writer, r *Report) error {
 	if r.Ports != nil {
 		return bench.WriteJSON(w, portsReports(r))
+	}
+	if r.Vhost != nil {
+		return bench.WriteJSON(w, vhostReports(r))
 	}
 	goals := r.Goals()
 	var reports []bench.Report

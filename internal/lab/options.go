@@ -168,6 +168,10 @@ type Options struct {
 	IO         tun.IO
 	PortsIdle  time.Duration
 	PortsChurn int
+	// Vhost, if set, runs the vhost-user measurement (vhost.go) instead of
+	// the variants: DPDK's testpmd through softnet's vhost-user ports and
+	// through DPDK's own back-end, and softnet's TUN path at 64 bytes.
+	Vhost bool
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -257,7 +261,26 @@ func (o Options) validate() error {
 	if o.PDRSteps < 2 || o.PDRSteps > 20 {
 		return fmt.Errorf("pdr steps %d: want 2 to 20 (one trial at full rate, then halvings)", o.PDRSteps)
 	}
-	return o.validatePorts()
+	if err := o.validatePorts(); err != nil {
+		return err
+	}
+	return o.validateVhost()
+}
+
+// validateVhost checks that a vhost-user run is asked for alone: its
+// configurations and transfers are its own.
+func (o Options) validateVhost() error {
+	switch {
+	case !o.Vhost:
+		return nil
+	case o.Ports > 0:
+		return fmt.Errorf("vhost and ports are two different runs: give one")
+	case o.Ladder:
+		return fmt.Errorf("vhost and ladder are two different runs: give one")
+	case o.Runs > 1:
+		return fmt.Errorf("runs %d: a vhost run measures each configuration once", o.Runs)
+	}
+	return nil
 }
 
 // validatePorts checks the options of the many-ports measurement, which

@@ -129,6 +129,7 @@ type Report struct {
 	CPUs       [2]int // the CPUs the latency client and server were pinned to
 	Variants   []VariantResult
 	Ports      *PortsResult // the many-ports measurement (Options.Ports), instead of variants
+	Vhost      *VhostResult // the vhost-user measurement (Options.Vhost), instead of variants
 	Namespaces []string     // every namespace the run created (all removed)
 }
 

@@ -44,6 +44,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	if r.Ports != nil {
 		return writePortsTable(w, r)
 	}
+	if r.Vhost != nil {
+		return writeVhostTable(w, r)
+	}
 	o := r.Options
 	ports := "TUN ports, L3 forwarder"
 	if o.TAP {
