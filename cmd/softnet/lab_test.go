@@ -7,7 +7,7 @@ import (
 
 func TestLabHelp(t *testing.T) {
 	out, _, code := run(t, "lab", "--help")
-	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn"} {
+	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn", "--vhost", "dpdk-dev"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
 		}
@@ -47,6 +47,11 @@ func TestLabUsageErrors(t *testing.T) {
 		{"lab", "--ports", "8", "--ipv6"},
 		{"lab", "--workers", "2"},
 		{"lab", "--io", "syscall"},
+		{"lab", "--vhost", "--modes", "udp"},
+		{"lab", "--vhost", "--ports", "8"},
+		{"lab", "--vhost", "--ladder"},
+		{"lab", "--vhost", "--runs", "2"},
+		{"lab", "--vhost", "--tap"},
 	} {
 		_, stderr, code := run(t, args...)
 		if code != exitUsage {

@@ -121,6 +121,18 @@ func TestValidatePorts(t *testing.T) {
 	}
 }
 
+// A vhost-user run is asked for alone, once.
+func TestValidateVhost(t *testing.T) {
+	if err := (Options{Vhost: true, Duration: time.Second}).Validate(); err != nil {
+		t.Errorf("vhost: %v", err)
+	}
+	for _, o := range []Options{{Vhost: true, Ports: 8}, {Vhost: true, Ladder: true}, {Vhost: true, Runs: 2}} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
 // Every guest of the largest run, and the churned one, has addresses of
 // its own inside the test ranges, and its own port name.
 func TestPortGuestAddresses(t *testing.T) {
