@@ -456,3 +456,64 @@ func TestVhostUserTestpmdTwoFrontends(t *testing.T) {
 		}
 	}
 }
+
+// TestVhostUserTestpmdKilled: a front-end killed outright (as a VM's
+// QEMU that crashes) while frames go round through two vhost-user ports
+// of one switch, three times: each time the ports see it go, the next
+// one connects and frames flow again, and at the end every buffer has
+// come home (the leak check). testpmd forwards in mac mode with each
+// port addressing the other, so the bridge learns each station on one
+// port; the loop is bounded by the kills.
+func TestVhostUserTestpmdKilled(t *testing.T) {
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	netnstest.RequireRoot(t)
+	dir := t.TempDir()
+	socks := []string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}
+	cfg := Config{Workers: 1}
+	for i, s := range socks {
+		p, err := ParsePort(fmt.Sprintf("vhost-user:vu%d,socket=%s", i+1, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ports = append(cfg.Ports, p)
+	}
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSwitch(t, sw, nil)
+	a, b := vhostPort(t, sw, "vu1"), vhostPort(t, sw, "vu2")
+	macs := []string{"02:dd:00:00:00:01", "02:dd:00:00:00:02"} // startTestpmdWith's
+	loop := []string{"--tx-first", "--eth-peer=0," + macs[1], "--eth-peer=1," + macs[0]}
+	for run := range 4 {
+		ra, rb := a.VhostUser.Stats().RxPackets, b.VhostUser.Stats().RxPackets
+		pmd := startTestpmdWith(t, "mac", 1, "", loop, socks...)
+		waitFor(t, 60*time.Second, fmt.Sprintf("run %d: frames from both front-ends", run), func() bool {
+			return a.VhostUser.Stats().RxPackets > ra+10000 && b.VhostUser.Stats().RxPackets > rb+10000
+		})
+		if s := a.VhostUser.Stats(); s.Connects != uint64(run+1) {
+			t.Errorf("run %d: %d connects", run, s.Connects)
+		}
+		if run == 3 {
+			pmd.stop(t)
+			break
+		}
+		if err := pmd.cmd.Process.Kill(); err != nil { // by its PID: the testpmd this test started
+			t.Fatal(err)
+		}
+		<-pmd.done
+		pmd.stop(t) // its files
+		waitFor(t, 30*time.Second, "disconnect of the killed front-end", func() bool {
+			return !a.VhostUser.Connected() && !b.VhostUser.Connected()
+		})
+	}
+	rep := stop()
+	if rep == nil || rep.Leak != "ok" {
+		t.Fatalf("report %+v: want the leak check balanced", rep)
+	}
+	for _, vp := range []PortView{a, b} {
+		if s := vp.VhostUser.Stats(); s.BadChains != 0 || s.Refused != 0 {
+			t.Errorf("port %s: %+v", vp.Spec.Name, s)
+		}
+	}
+}
