@@ -1,7 +1,7 @@
 //go:build linux
 
 // Package dpdk runs DPDK's dpdk-testpmd for softnet's tests and lab: on
-// 2 MiB hugepages of its own (vm.nr_hugepages raised by what is missing
+// 2 MiB hugepages of its own (vm.nr_hugepages raised by what it needs
 // and lowered by as much after, a private hugetlbfs mount), under a
 // unique --file-prefix, and removes what it leaves behind (its hugepage
 // files, /var/run/dpdk/PREFIX) when it stops. Several testpmd processes,
@@ -56,9 +56,9 @@ type Hugepages struct {
 	added int // pages nr_hugepages was raised by
 }
 
-// ReserveHugepages makes mib MiB of 2 MiB hugepages free, raising
-// vm.nr_hugepages by what is missing, and mounts a hugetlbfs on a new
-// directory. Release undoes both.
+// ReserveHugepages adds mib MiB of 2 MiB hugepages to the pool, raising
+// vm.nr_hugepages by as many, and mounts a hugetlbfs on a new directory.
+// Release undoes both.
 func ReserveHugepages(mib int) (h *Hugepages, err error) {
 	size, err := meminfo("Hugepagesize")
 	if err != nil {
@@ -73,48 +73,51 @@ func ReserveHugepages(mib int) (h *Hugepages, err error) {
 			err = errors.Join(err, h.Release())
 		}
 	}()
+	// Raised by all it needs, not by what is missing from the pages free
+	// now: those may be another testpmd's, reserved a moment ago and not
+	// yet taken. Lowered by as much after, not set back to a value read
+	// now: someone else may change it meanwhile.
+	need := (mib + 1) / 2
 	free, err := meminfo("HugePages_Free")
 	if err != nil {
 		return nil, err
 	}
-	if need := (mib + 1) / 2; free < need {
-		// Raised by what is missing and lowered by as much after, not
-		// set back to a value read now: someone else may change it
-		// meanwhile.
-		h.added = need - free
-		cur, err := currentHugepages()
+	cur, err := currentHugepages()
+	if err != nil {
+		return h, err
+	}
+	want := cur + need
+	h.added = need
+	// After builds the page cache holds memory in pieces: the kernel
+	// finds fewer contiguous 2 MiB pages than asked. Each write of
+	// nr_hugepages tries again; between tries clean pages are dropped
+	// and memory compacted.
+	for try := 0; ; try++ {
+		if err := os.WriteFile(nrHugepages, []byte(strconv.Itoa(want)), 0); err != nil {
+			return h, fmt.Errorf("raise %s to %d: %w", nrHugepages, want, err)
+		}
+		got, err := currentHugepages()
 		if err != nil {
 			return h, err
 		}
-		want := cur + h.added
-		// After builds the page cache holds memory in pieces: the
-		// kernel finds fewer contiguous 2 MiB pages than asked. Each
-		// write of nr_hugepages tries again; between tries clean pages
-		// are dropped and memory compacted.
-		for try := 0; ; try++ {
-			if err := os.WriteFile(nrHugepages, []byte(strconv.Itoa(want)), 0); err != nil {
-				return h, fmt.Errorf("raise %s to %d: %w", nrHugepages, want, err)
-			}
-			got, err := meminfo("HugePages_Free")
-			if err != nil {
-				return h, err
-			}
-			if got >= need {
-				break
-			}
-			if try == reserveTries-1 {
-				return h, fmt.Errorf("%d hugepages free after raising %s by %d %d times, with memory compacted; want %d", got, nrHugepages, h.added, reserveTries, need)
-			}
-			_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0)
-			_ = os.WriteFile("/proc/sys/vm/compact_memory", []byte("1"), 0)
-			time.Sleep(100 * time.Millisecond)
+		if got >= want {
+			break
 		}
+		if try == reserveTries-1 {
+			h.added = max(got-cur, 0) // what Release takes back
+			return h, fmt.Errorf("%s is %d after raising it by %d to %d %d times, with memory compacted (%d pages were free)", nrHugepages, got, need, want, reserveTries, free)
+		}
+		_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0)
+		_ = os.WriteFile("/proc/sys/vm/compact_memory", []byte("1"), 0)
+		time.Sleep(100 * time.Millisecond)
 	}
 	dir, err := os.MkdirTemp("", "softnet-hugetlbfs-")
 	if err != nil {
 		return h, err
 	}
-	if err := syscall.Mount("softnet-hugetlbfs", dir, "hugetlbfs", 0, "pagesize=2M"); err != nil {
+	// min_size reserves the pages for this mount: another process that
+	// finds them free cannot take them (it would see them as reserved).
+	if err := syscall.Mount("softnet-hugetlbfs", dir, "hugetlbfs", 0, fmt.Sprintf("pagesize=2M,min_size=%dM", 2*need)); err != nil {
 		os.Remove(dir)
 		return h, fmt.Errorf("mount hugetlbfs on %s: %w", dir, err)
 	}
