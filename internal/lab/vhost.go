@@ -96,7 +96,7 @@ type VhostRun struct {
 	Leak      string
 }
 
-// vhostRun returns the figures of backend at frame bytes, or nil.
+// run returns the figures of backend at frame bytes, or nil.
 func (v *VhostResult) run(backend string, frame int) *VhostRun {
 	for i := range v.Runs {
 		if v.Runs[i].Backend == backend && v.Runs[i].Frame == frame {
