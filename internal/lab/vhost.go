@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"softnet.dev/drop"
@@ -138,7 +139,13 @@ func runVhost(ctx context.Context, o Options, gen generator, rep *Report) (err e
 				return ctx.Err()
 			}
 			o.Progress(fmt.Sprintf("%s back-end, %d-byte frames, for %v", backend, frame, o.Duration))
-			r, err := measureVhost(ctx, o, huge, dir, backend, frame)
+			// The switch's worker carries the configuration's name in CPU
+			// profiles: go tool pprof -tagfocus variant=softnet-64.
+			var r *VhostRun
+			var err error
+			pprof.Do(ctx, pprof.Labels("variant", fmt.Sprintf("%s-%d", backend, frame)), func(ctx context.Context) {
+				r, err = measureVhost(ctx, o, huge, dir, backend, frame)
+			})
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
