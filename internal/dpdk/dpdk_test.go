@@ -4,6 +4,7 @@ package dpdk
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +34,17 @@ func TestParsePortStats(t *testing.T) {
 	// A block cut short (the process still printing it) is not counted.
 	if n := len(ParsePortStats(string(b[:len(b)-100]))); n != 3 {
 		t.Errorf("%d blocks in output cut inside the last, want 3", n)
+	}
+}
+
+// Without testpmd the error names the package to install.
+func TestFindNamesThePackage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := Find()
+	if err == nil || !strings.Contains(err.Error(), "Debian package dpdk-dev") {
+		t.Fatalf("Find without testpmd: %v", err)
+	}
+	if _, err := Start(Config{}); err == nil || !strings.Contains(err.Error(), "dpdk-dev") {
+		t.Fatalf("Start without testpmd: %v", err)
 	}
 }

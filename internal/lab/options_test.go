@@ -1,9 +1,11 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +132,17 @@ func TestValidateVhost(t *testing.T) {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
+	}
+}
+
+// Without DPDK a --vhost run stops before it changes anything, naming
+// the package to install.
+func TestVhostNeedsDPDK(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	rep := &Report{}
+	err := runVhost(context.Background(), Options{Vhost: true}, nil, rep)
+	if err == nil || !strings.Contains(err.Error(), "dpdk-dev") || rep.Vhost != nil {
+		t.Fatalf("runVhost without testpmd: %v, report %+v", err, rep.Vhost)
 	}
 }
 
