@@ -7,7 +7,7 @@ import (
 
 func TestLabHelp(t *testing.T) {
 	out, _, code := run(t, "lab", "--help")
-	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn", "--overlay", "--overlay-mode", "--underlay-ipv6", "kernel-kernel"} {
+	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn", "--overlay", "--overlay-mode", "--underlay-ipv6", "kernel-kernel", "--vhost", "dpdk-dev"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
 		}
@@ -56,6 +56,11 @@ func TestLabUsageErrors(t *testing.T) {
 		{"lab", "--overlay", "--modes", "latency"},
 		{"lab", "--overlay", "--modes", "pdr"},
 		{"lab", "--underlay-ipv6"},
+		{"lab", "--vhost", "--modes", "udp"},
+		{"lab", "--vhost", "--ports", "8"},
+		{"lab", "--vhost", "--ladder"},
+		{"lab", "--vhost", "--runs", "2"},
+		{"lab", "--vhost", "--tap"},
 	} {
 		_, stderr, code := run(t, args...)
 		if code != exitUsage {

@@ -76,6 +76,20 @@
 // reachable, peak RSS ≤ 128 MiB, idle ≤ 1 % of a CPU, add p99 ≤ 50 ms,
 // no ping lost, crowded ≥ 0.95× alone.
 //
+// # vhost-user
+//
+// With Options.Vhost (--vhost) the lab measures vhost-user ports, a VM's
+// path, instead (vhost.go): DPDK's testpmd with two virtio-user ports
+// loops 64- and 1500-byte frames through softnet's two vhost-user ports
+// bridged in one switch, and through DPDK's own vhost back-end (a second
+// testpmd, io forwarding), the reference; then softnet's TUN path at 64
+// bytes. Mpps, Gbit/s, the back-end's CPU per packet, softnet's
+// allocations per packet and the ports' drops; experiments lab-vhost-64
+// and lab-vhost-1500, with the goals softnet ≥ 0.5× DPDK's back-end and
+// ≥ 10× its TUN path at 64 bytes, no allocation per packet. testpmd runs
+// through package internal/dpdk: hugepages of the run's own, removed with
+// testpmd's files when it stops.
+//
 // # Clean-up
 //
 // Everything a run creates (namespaces, devices, processes, sockets) is

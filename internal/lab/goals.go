@@ -34,6 +34,9 @@ func (r *Report) Goals() []Goal {
 	if len(r.Overlay) > 0 {
 		return r.overlayGoals()
 	}
+	if r.Vhost != nil {
+		return r.Vhost.goals()
+	}
 	ref := reference(r.Options)
 	var out []Goal
 	for _, m := range r.Options.Modes {

@@ -16,13 +16,17 @@ func Experiment(m Mode) string { return "lab-" + string(m) }
 // does not apply to the variant), then one {"experiment","goal","ratio",
 // "met"} line per goal. A --ports run has an experiment per figure
 // (lab-ports-reach, -rss, -idle-cpu, -add, -udp, -tcp); an --overlay
-// run one per kind and mode (lab-overlay-l2-udp).
+// run one per kind and mode (lab-overlay-l2-udp); a --vhost run
+// lab-vhost-64 and lab-vhost-1500.
 func WriteJSON(w io.Writer, r *Report) error {
 	if r.Ports != nil {
 		return bench.WriteJSON(w, portsReports(r))
 	}
 	if len(r.Overlay) > 0 {
 		return bench.WriteJSON(w, overlayReports(r))
+	}
+	if r.Vhost != nil {
+		return bench.WriteJSON(w, vhostReports(r))
 	}
 	goals := r.Goals()
 	var reports []bench.Report

@@ -166,8 +166,8 @@ func checkNothingLeft(t *testing.T, rep *Report) {
 	}
 }
 
-// children lists this process's child processes that run iperf3, ip or
-// a softnet switch.
+// children lists this process's child processes that run iperf3, ip,
+// sockperf, testpmd or a softnet switch.
 func children(t *testing.T) []string {
 	t.Helper()
 	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
@@ -191,7 +191,7 @@ func children(t *testing.T) []string {
 		if len(f) < 2 {
 			continue
 		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip" || comm == "sockperf" || comm == "taskset" || comm == "softnet") {
+		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip" || comm == "sockperf" || comm == "taskset" || comm == "softnet" || comm == "dpdk-testpmd" || comm == "stdbuf") {
 			out = append(out, fmt.Sprintf("%s (%s, state %s)", strings.Fields(s)[0], comm, f[0]))
 		}
 	}
@@ -545,5 +545,125 @@ func TestLabOverlayInterrupted(t *testing.T) {
 	}
 	if len(rep.Overlay) != 1 || len(rep.Overlay[0].Configs) != 1 || rep.Overlay[0].Configs[0].Leak != "ok" {
 		t.Fatalf("overlay %+v, want softnet-softnet's with the switches' leak checks balanced", rep.Overlay)
+	}
+}
+
+// TestLabVhost is the shortest `softnet lab --vhost`: each back-end moves
+// frames at both sizes, softnet allocates nothing per packet to speak of
+// and balances its pools, the TUN path has its figure, the report is well
+// formed, and nothing is left behind (testpmd processes, hugepage mounts,
+// DPDK runtime directories).
+func TestLabVhost(t *testing.T) {
+	requireLab(t)
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	rep, err := Run(context.Background(), Options{Vhost: true, Duration: time.Second, Traffic: TrafficIperf3,
+		Progress: func(msg string) { t.Log(msg) }})
+	checkNothingLeft(t, rep)
+	checkNoDPDKLeft(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := rep.Vhost
+	if v == nil || len(v.Runs) != 2*len(vhostFrames) {
+		t.Fatalf("vhost result %+v, want a run per back-end and frame size", v)
+	}
+	const version1 = 1 << 32
+	for _, r := range v.Runs {
+		if r.Packets == 0 || !(r.PPS > 0) || !(r.Gbps > 0) || r.Bytes < r.Packets*uint64(r.Frame) || !(r.CPUPerPacketNS > 0) {
+			t.Errorf("%s at %d B: %+v", r.Backend, r.Frame, r)
+		}
+		if r.Backend != VhostSoftnet {
+			continue
+		}
+		if r.AllocsPerPacket == nil || *r.AllocsPerPacket > 0.01 || r.WorkerCPUPerPacketNS == nil || r.Drops == nil {
+			t.Errorf("softnet at %d B: allocs %v, worker CPU %v, drops %v", r.Frame, r.AllocsPerPacket, r.WorkerCPUPerPacketNS, r.Drops)
+		}
+		if r.Leak != "ok" || r.BadChains != 0 || r.Features&version1 == 0 {
+			t.Errorf("softnet at %d B: leak %q, bad chains %d, features %#x", r.Frame, r.Leak, r.BadChains, r.Features)
+		}
+	}
+	if !(v.TUN64PPS > 0) || v.TUNLeak != "ok" {
+		t.Errorf("TUN path: %v pps, leak %q", v.TUN64PPS, v.TUNLeak)
+	}
+	if g := rep.Goals(); len(g) != 3 {
+		t.Errorf("%d goals, want 3: %+v", len(g), g)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"64-byte frames", "1500-byte frames", "  softnet ", "  dpdk-vhost ", "softnet's TUN path", "leak check: ok"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	t.Logf("\n%s", table.String())
+	var js bytes.Buffer
+	if err := WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]int{}
+	goals := 0
+	for _, line := range strings.Split(strings.TrimSpace(js.String()), "\n") {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("JSON line %q: %v", line, err)
+		}
+		if _, ok := obj["goal"]; ok {
+			goals++
+			continue
+		}
+		results[obj["experiment"].(string)]++
+		if !(obj["value"].(float64) > 0) {
+			t.Errorf("JSON line without a figure: %s", line)
+		}
+	}
+	if results["lab-vhost-64"] != 2 || results["lab-vhost-1500"] != 2 || goals != 3 {
+		t.Errorf("JSON results %v and %d goals, want two per frame size and 3:\n%s", results, goals, js.String())
+	}
+}
+
+// TestLabVhostInterrupted cancels a --vhost run while frames go round
+// through softnet, as Ctrl-C does: it stops promptly, and the front-end,
+// the switch, the hugepages and DPDK's files are removed.
+func TestLabVhostInterrupted(t *testing.T) {
+	requireLab(t)
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	rep, err := Run(ctx, Options{Vhost: true, Duration: 30 * time.Second, Traffic: TrafficIperf3,
+		Progress: func(msg string) {
+			t.Log(msg)
+			if strings.HasPrefix(msg, VhostSoftnet+" back-end") {
+				once.Do(func() { time.AfterFunc(3*time.Second, cancel) })
+			}
+		}})
+	checkNoDPDKLeft(t)
+	for _, p := range children(t) {
+		t.Errorf("process left running: %s", p)
+	}
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "leak") {
+		t.Fatalf("Run returned %v, want context.Canceled and no leak", err)
+	}
+	if rep == nil || rep.Vhost == nil || len(rep.Vhost.Runs) != 0 {
+		t.Fatalf("report %+v, want a vhost result without a run", rep)
+	}
+}
+
+// checkNoDPDKLeft fails the test if a hugetlbfs of this process's is
+// still mounted or a testpmd runtime directory of its is left.
+func checkNoDPDKLeft(t *testing.T) {
+	t.Helper()
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(mounts, []byte("/softnet-hugetlbfs-")) {
+		t.Errorf("hugetlbfs left mounted:\n%s", mounts)
+	}
+	left, _ := filepath.Glob(fmt.Sprintf("/var/run/dpdk/softnet-%d-*", os.Getpid()))
+	if len(left) > 0 {
+		t.Errorf("testpmd runtime directories left: %v", left)
 	}
 }

@@ -177,6 +177,10 @@ type Options struct {
 	Overlay       []OverlayKind
 	UnderlayIPv6  bool
 	SoftnetBinary string
+	// Vhost, if set, runs the vhost-user measurement (vhost.go) instead of
+	// the variants: DPDK's testpmd through softnet's vhost-user ports and
+	// through DPDK's own back-end, and softnet's TUN path at 64 bytes.
+	Vhost bool
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -269,7 +273,28 @@ func (o Options) validate() error {
 	if err := o.validateOverlay(); err != nil {
 		return err
 	}
-	return o.validatePorts()
+	if err := o.validatePorts(); err != nil {
+		return err
+	}
+	return o.validateVhost()
+}
+
+// validateVhost checks that a vhost-user run is asked for alone: its
+// configurations and transfers are its own.
+func (o Options) validateVhost() error {
+	switch {
+	case !o.Vhost:
+		return nil
+	case o.Ports > 0:
+		return fmt.Errorf("vhost and ports are two different runs: give one")
+	case len(o.Overlay) > 0:
+		return fmt.Errorf("vhost and overlay are two different runs: give one")
+	case o.Ladder:
+		return fmt.Errorf("vhost and ladder are two different runs: give one")
+	case o.Runs > 1:
+		return fmt.Errorf("runs %d: a vhost run measures each configuration once", o.Runs)
+	}
+	return nil
 }
 
 // validateOverlay checks the options of the overlay measurement.

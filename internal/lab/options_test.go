@@ -1,9 +1,11 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +120,29 @@ func TestValidatePorts(t *testing.T) {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
+	}
+}
+
+// A vhost-user run is asked for alone, once.
+func TestValidateVhost(t *testing.T) {
+	if err := (Options{Vhost: true, Duration: time.Second}).Validate(); err != nil {
+		t.Errorf("vhost: %v", err)
+	}
+	for _, o := range []Options{{Vhost: true, Ports: 8}, {Vhost: true, Ladder: true}, {Vhost: true, Runs: 2}} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// Without DPDK a --vhost run stops before it changes anything, naming
+// the package to install.
+func TestVhostNeedsDPDK(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	rep := &Report{}
+	err := runVhost(context.Background(), Options{Vhost: true}, nil, rep)
+	if err == nil || !strings.Contains(err.Error(), "dpdk-dev") || rep.Vhost != nil {
+		t.Fatalf("runVhost without testpmd: %v, report %+v", err, rep.Vhost)
 	}
 }
 

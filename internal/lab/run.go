@@ -24,8 +24,9 @@ const (
 var ErrNotRoot = errors.New("softnet lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces and TUN devices)")
 
 // Run measures every variant o asks for or, with o.Ports, many ports on
-// one switch (ports.go), or with o.Overlay guests across two hosts
-// (overlay.go). The variants are measured o.Runs times, one after
+// one switch (ports.go), with o.Overlay guests across two hosts
+// (overlay.go), or with o.Vhost vhost-user ports against DPDK
+// (vhost.go). The variants are measured o.Runs times, one after
 // another, each between two namespaces of its own that are removed before
 // the next begins. Each round measures every variant once, starting one
 // variant later than the round before. The report holds every variant
@@ -61,6 +62,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if len(o.Overlay) > 0 {
 		rep.Options = o
 		err := runOverlay(ctx, o, gen, rep)
+		if cerr := ctx.Err(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
+		}
+		return rep, err
+	}
+	if o.Vhost {
+		rep.Options = o
+		err := runVhost(ctx, o, gen, rep)
 		if cerr := ctx.Err(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
 		}

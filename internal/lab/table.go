@@ -47,6 +47,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	if len(r.Overlay) > 0 {
 		return writeOverlayTable(w, r)
 	}
+	if r.Vhost != nil {
+		return writeVhostTable(w, r)
+	}
 	o := r.Options
 	ports := "TUN ports, L3 forwarder"
 	if o.TAP {

@@ -1,22 +1,20 @@
 package vswitch
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"softnet.dev/internal/dpdk"
 	"softnet.dev/internal/netnstest"
 )
 
@@ -32,13 +30,7 @@ const testpmdMemMiB = 256
 
 // testpmd is a running dpdk-testpmd.
 type testpmd struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	out    *syncBuffer
-	prefix string
-	huge   string // its hugetlbfs mount
-	done   chan struct{}
-	once   sync.Once
+	*dpdk.Process
 }
 
 // syncBuffer is a bytes.Buffer for a process's output, read while it runs.
@@ -81,138 +73,48 @@ func startTestpmdWith(t *testing.T, mode string, queues int, vdevOpts string, ar
 	t.Helper()
 	netnstest.RequireTools(t, "dpdk-testpmd")
 	huge := hugepages(t, testpmdMemMiB)
-	p := &testpmd{huge: huge, out: &syncBuffer{}, prefix: fmt.Sprintf("softnet-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9), done: make(chan struct{})}
-	args := []string{"-l", "0,1", "--no-pci", "--single-file-segments", "--file-prefix=" + p.prefix,
-		"--huge-dir=" + huge, "-m", strconv.Itoa(testpmdMemMiB)}
+	cfg := dpdk.Config{Huge: huge, MemMiB: testpmdMemMiB}
 	for i, s := range sockets {
-		args = append(args, fmt.Sprintf("--vdev=net_virtio_user%d,path=%s,queues=%d,queue_size=256,mac=02:dd:00:00:00:%02x%s", i, s, queues, i+1, vdevOpts))
+		cfg.Vdevs = append(cfg.Vdevs, fmt.Sprintf("net_virtio_user%d,path=%s,queues=%d,queue_size=256,mac=02:dd:00:00:00:%02x%s", i, s, queues, i+1, vdevOpts))
 	}
 	q := strconv.Itoa(queues)
-	args = append(args, "--", "--forward-mode="+mode, "--auto-start", "--nb-cores=1", "--rxq="+q, "--txq="+q, "--total-num-mbufs=8192")
-	args = append(args, args2...)
-	p.cmd = exec.Command("dpdk-testpmd", args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+	cfg.Args = append([]string{"--forward-mode=" + mode, "--auto-start", "--nb-cores=1", "--rxq=" + q, "--txq=" + q, "--total-num-mbufs=8192"}, args2...)
+	p, err := dpdk.Start(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("dpdk-testpmd: %v", err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.stop(t) })
-	return p
+	pmd := &testpmd{p}
+	t.Cleanup(func() { pmd.stop(t) })
+	return pmd
 }
 
 // stop asks testpmd to quit (in non-interactive mode it waits for a
-// line on its input), and kills it, by its PID, if it does not.
+// line on its input), kills it, by its PID, if it does not, and removes
+// its files.
 func (p *testpmd) stop(t *testing.T) {
-	p.once.Do(func() {
-		_, _ = p.stdin.Write([]byte("\n"))
-		p.stdin.Close()
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("dpdk-testpmd did not quit; killing pid %d", p.cmd.Process.Pid)
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("dpdk-testpmd output:\n%s", p.out.String())
-		}
-		// Its hugepage files hold their pages until removed; then its
-		// runtime directory.
-		files, _ := filepath.Glob(filepath.Join(p.huge, p.prefix+"*"))
-		for _, f := range files {
-			if err := os.Remove(f); err != nil {
-				t.Errorf("remove testpmd's hugepage file: %v", err)
-			}
-		}
-		if err := os.RemoveAll(filepath.Join("/var/run/dpdk", p.prefix)); err != nil {
-			t.Errorf("remove testpmd's runtime directory: %v", err)
-		}
-	})
+	if err := p.Stop(false, 20*time.Second); err != nil {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.Logf("dpdk-testpmd output:\n%s", p.Output())
+	}
 }
 
 // hugepages makes mib MiB of 2 MiB hugepages free, raising
 // vm.nr_hugepages for the test if it must, and mounts a hugetlbfs on a
 // private directory; both are undone when the test ends.
-func hugepages(t *testing.T, mib int) string {
+func hugepages(t *testing.T, mib int) *dpdk.Hugepages {
 	t.Helper()
-	const nr = "/proc/sys/vm/nr_hugepages"
-	free, size := meminfo(t, "HugePages_Free"), meminfo(t, "Hugepagesize")
-	if size != 2048 {
-		t.Skipf("hugepages of %d kB; testpmd's setup here assumes 2 MiB", size)
-	}
-	if need := mib / 2; free < need {
-		// Raised by what is missing and lowered by as much after, not
-		// set back to a value read now: someone else may change it
-		// meanwhile.
-		added := need - free
-		current := func() int {
-			b, err := os.ReadFile(nr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			return n
-		}
-		want := current() + added
-		t.Cleanup(func() {
-			if err := os.WriteFile(nr, []byte(strconv.Itoa(max(current()-added, 0))), 0); err != nil {
-				t.Errorf("lower %s by %d: %v", nr, added, err)
-			}
-		})
-		// After builds and tests the page cache holds most of memory in
-		// pieces: the kernel finds fewer contiguous 2 MiB pages than
-		// asked. Each write of nr_hugepages tries again; between tries,
-		// clean pages are dropped and memory compacted.
-		for try := 0; ; try++ {
-			if err := os.WriteFile(nr, []byte(strconv.Itoa(want)), 0); err != nil {
-				t.Fatalf("raise %s: %v", nr, err)
-			}
-			got := meminfo(t, "HugePages_Free")
-			if got >= need {
-				break
-			}
-			if try == 4 {
-				t.Fatalf("%d hugepages free after raising %s by %d five times, with memory compacted, want %d", got, nr, added, need)
-			}
-			_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0)
-			_ = os.WriteFile("/proc/sys/vm/compact_memory", []byte("1"), 0)
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("softnet-hugetlbfs", dir, "hugetlbfs", 0, "pagesize=2M"); err != nil {
-		t.Fatalf("mount hugetlbfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// meminfo returns a number from /proc/meminfo.
-func meminfo(t *testing.T, key string) int {
-	t.Helper()
-	f, err := os.Open("/proc/meminfo")
+	h, err := dpdk.ReserveHugepages(mib)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == key+":" {
-			n, _ := strconv.Atoi(fields[1])
-			return n
+	t.Cleanup(func() {
+		if err := h.Release(); err != nil {
+			t.Error(err)
 		}
-	}
-	t.Fatalf("/proc/meminfo has no %s", key)
-	return 0
+	})
+	return h
 }
 
 // vhostPort returns the switch's vhost-user port named name.
@@ -270,7 +172,7 @@ func waitPing(t *testing.T, g *guest, to string, pmd *testpmd, vp PortView) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no answer from %s within 60s; port %s: %+v\ntestpmd:\n%s", to, vp.Spec.Name, vp.VhostUser.Stats(), pmd.out.String())
+			t.Fatalf("no answer from %s within 60s; port %s: %+v\ntestpmd:\n%s", to, vp.Spec.Name, vp.VhostUser.Stats(), pmd.Output())
 		}
 	}
 }
@@ -452,6 +354,65 @@ func TestVhostUserTestpmdTwoFrontends(t *testing.T) {
 	}
 	for _, vp := range []PortView{a, b} {
 		if s := vp.VhostUser.Stats(); s.BadChains != 0 || s.BrokenRings != 0 {
+			t.Errorf("port %s: %+v", vp.Spec.Name, s)
+		}
+	}
+}
+
+// TestVhostUserTestpmdKilled: a front-end killed outright (as a VM's
+// QEMU that crashes) while frames go round through two vhost-user ports
+// of one switch, three times: each time the ports see it go, the next
+// one connects and frames flow again, and at the end every buffer has
+// come home (the leak check). testpmd forwards in mac mode with each
+// port addressing the other, so the bridge learns each station on one
+// port; the loop is bounded by the kills.
+func TestVhostUserTestpmdKilled(t *testing.T) {
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	netnstest.RequireRoot(t)
+	dir := t.TempDir()
+	socks := []string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}
+	cfg := Config{Workers: 1}
+	for i, s := range socks {
+		p, err := ParsePort(fmt.Sprintf("vhost-user:vu%d,socket=%s", i+1, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ports = append(cfg.Ports, p)
+	}
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSwitch(t, sw, nil)
+	a, b := vhostPort(t, sw, "vu1"), vhostPort(t, sw, "vu2")
+	macs := []string{"02:dd:00:00:00:01", "02:dd:00:00:00:02"} // startTestpmdWith's
+	loop := []string{"--tx-first", "--eth-peer=0," + macs[1], "--eth-peer=1," + macs[0]}
+	for run := range 4 {
+		ra, rb := a.VhostUser.Stats().RxPackets, b.VhostUser.Stats().RxPackets
+		pmd := startTestpmdWith(t, "mac", 1, "", loop, socks...)
+		waitFor(t, 60*time.Second, fmt.Sprintf("run %d: frames from both front-ends", run), func() bool {
+			return a.VhostUser.Stats().RxPackets > ra+10000 && b.VhostUser.Stats().RxPackets > rb+10000
+		})
+		if s := a.VhostUser.Stats(); s.Connects != uint64(run+1) {
+			t.Errorf("run %d: %d connects", run, s.Connects)
+		}
+		if run == 3 {
+			pmd.stop(t)
+			break
+		}
+		if err := pmd.Kill(); err != nil { // by its PID: the testpmd this test started
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "disconnect of the killed front-end", func() bool {
+			return !a.VhostUser.Connected() && !b.VhostUser.Connected()
+		})
+	}
+	rep := stop()
+	if rep == nil || rep.Leak != "ok" {
+		t.Fatalf("report %+v: want the leak check balanced", rep)
+	}
+	for _, vp := range []PortView{a, b} {
+		if s := vp.VhostUser.Stats(); s.BadChains != 0 || s.Refused != 0 {
 			t.Errorf("port %s: %+v", vp.Spec.Name, s)
 		}
 	}

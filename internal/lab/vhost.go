@@ -1,0 +1,452 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"softnet.dev/drop"
+	"softnet.dev/internal/dpdk"
+	"softnet.dev/internal/vswitch"
+)
+
+// The vhost-user measurement (Options.Vhost, `softnet lab --vhost`): one
+// DPDK testpmd with two virtio-user ports, as two VMs' virtio-net
+// devices, is the traffic source and sink; its ports are joined by a
+// back-end: (a) softnet's two vhost-user ports bridged in one switch,
+// one worker, opened as `softnet switch` opens them; (b) the reference,
+// a second testpmd with two net_vhost ports forwarding between them (io
+// mode). testpmd forwards in mac mode: what port 0 receives leaves port
+// 1 and the other way round, each port's own address as the source and
+// the other's as the destination (--eth-peer), so a learning bridge sees
+// each station on one port. A first burst on each port (tx_first) then
+// circulates through the back-end until testpmd stops: a loop, bounded in
+// time, whose rate is the back-end's. Two busy processes per
+// configuration on a two-CPU machine: the front-end's forwarding lcore on
+// CPU 1, the back-end's (testpmd's, or softnet's worker) left the other.
+
+// Names of the back-ends of a --vhost run.
+const (
+	VhostSoftnet = "softnet"
+	VhostDPDK    = "dpdk-vhost"
+)
+
+// Frame sizes a --vhost run measures: packets per second with the
+// smallest, bits per second with full-size frames.
+var vhostFrames = []int{64, 1500}
+
+const (
+	vhostMemMiB   = 256 // each testpmd's hugepage memory (-m)
+	vhostMbufs    = 8192
+	vhostRingSize = 256
+	// vhostBursts are the front-end's first bursts per port (32 packets
+	// each): what circulates, within what the rings hold.
+	vhostBursts = 4
+	vhostStart  = 60 * time.Second // for testpmd to map its memory and start its ports
+	vhostStop   = 20 * time.Second
+)
+
+// The front-end's ports' addresses.
+var vhostMACs = [2]string{"02:5e:00:00:00:01", "02:5e:00:00:00:02"}
+
+// VhostResult is what a --vhost run measured.
+type VhostResult struct {
+	// Runs are each back-end's figures per frame size, in run order.
+	Runs []VhostRun
+	// TUN64PPS is softnet's TUN path in the same run: the lab's udp64
+	// transfer through softnet's default variant, datagrams received per
+	// second; TUNLeak that switch's leak check.
+	TUN64PPS float64
+	TUNLeak  string
+	TUNError string // why the TUN path has no figure, if it has none
+}
+
+// VhostRun is one back-end at one frame size.
+type VhostRun struct {
+	Backend string
+	Frame   int // bytes per frame
+	Seconds float64
+	// Packets and Bytes the front-end received over the window, both
+	// ports: each went through the back-end once.
+	Packets, Bytes uint64
+	PPS, Gbps      float64
+	// BackendCPUPct is the back-end process's CPU time over the window,
+	// in percent of one CPU (softnet's: the lab's process, in which the
+	// switch runs); CPUPerPacketNS that over Packets. WorkerCPUPerPacketNS
+	// is softnet's worker thread's alone.
+	BackendCPUPct        float64
+	CPUPerPacketNS       float64
+	WorkerCPUPerPacketNS *float64
+	// AllocsPerPacket are the heap allocations of the lab's process (the
+	// switch's) per packet over the window; softnet only.
+	AllocsPerPacket *float64
+	// The front-end's own losses over the window: packets its ports
+	// could not take (RX-missed) or send (TX-errors).
+	FrontendMissed, FrontendTxErrors uint64
+	// softnet's vhost-user ports over the whole configuration: drops by
+	// reason (from and to the guests), refused descriptor chains, the
+	// features the front-end negotiated; and the switch's leak check.
+	Drops     *drop.Counts
+	BadChains uint64
+	Features  uint64
+	Leak      string
+}
+
+// run returns the figures of backend at frame bytes, or nil.
+func (v *VhostResult) run(backend string, frame int) *VhostRun {
+	for i := range v.Runs {
+		if v.Runs[i].Backend == backend && v.Runs[i].Frame == frame {
+			return &v.Runs[i]
+		}
+	}
+	return nil
+}
+
+// runVhost is the vhost-user measurement; it fills rep.Vhost as it goes.
+func runVhost(ctx context.Context, o Options, gen generator, rep *Report) (err error) {
+	if _, err := dpdk.Find(); err != nil {
+		return fmt.Errorf("softnet lab --vhost: %w", err)
+	}
+	vr := &VhostResult{}
+	rep.Vhost = vr
+	u := &undoStack{}
+	defer func() {
+		if uerr := u.unwind(); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
+	// The front-end and, for the reference, the back-end testpmd.
+	o.Progress(fmt.Sprintf("reserving %d MiB of hugepages", 2*vhostMemMiB))
+	huge, err := dpdk.ReserveHugepages(2 * vhostMemMiB)
+	if err != nil {
+		return fmt.Errorf("hugepages: %w", err)
+	}
+	u.push("hugepages", huge.Release)
+	dir, err := os.MkdirTemp("", "softnet-lab-vhost-")
+	if err != nil {
+		return err
+	}
+	u.push("socket directory", func() error { return os.RemoveAll(dir) })
+	var errs []error
+	for _, frame := range vhostFrames {
+		for _, backend := range []string{VhostSoftnet, VhostDPDK} {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			o.Progress(fmt.Sprintf("%s back-end, %d-byte frames, for %v", backend, frame, o.Duration))
+			// The switch's worker carries the configuration's name in CPU
+			// profiles: go tool pprof -tagfocus variant=softnet-64.
+			var r *VhostRun
+			var err error
+			pprof.Do(ctx, pprof.Labels("variant", fmt.Sprintf("%s-%d", backend, frame)), func(ctx context.Context) {
+				r, err = measureVhost(ctx, o, huge, dir, backend, frame)
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				errs = append(errs, fmt.Errorf("%s, %d B: %w", backend, frame, err))
+				o.Progress(fmt.Sprintf("      failed: %v", err))
+				continue
+			}
+			vr.Runs = append(vr.Runs, *r)
+			o.Progress(fmt.Sprintf("      %.3f Mpps, %.2f Gbit/s; back-end CPU %.0f%%, %.0f ns per packet", r.PPS/1e6, r.Gbps, r.BackendCPUPct, r.CPUPerPacketNS))
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := vhostTUN(ctx, o, gen, rep); err != nil {
+		errs = append(errs, fmt.Errorf("softnet TUN path: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// vhostTUN measures softnet's TUN path at 64 bytes as the lab's udp64
+// transfer does, through softnet's default variant.
+func vhostTUN(ctx context.Context, o Options, gen generator, rep *Report) error {
+	vr := rep.Vhost
+	o.Progress(fmt.Sprintf("softnet's TUN path: udp64 for %v", o.Duration))
+	to := o
+	to.Modes, to.Peers, to.Ladder, to.TAP = []Mode{UDP64}, false, false, false
+	v := Variants(to)[0]
+	res, err := runVariant(ctx, to, generators{main: gen}, newRunID(), 0, v, rep)
+	if res != nil {
+		vr.TUNLeak = res.Leak
+		if r := res.result(UDP64); r != nil {
+			vr.TUN64PPS = r.PPS
+		}
+	}
+	if err != nil {
+		vr.TUNError = err.Error()
+		return err
+	}
+	if vr.TUN64PPS == 0 {
+		vr.TUNError = "no datagram received"
+		return errors.New(vr.TUNError)
+	}
+	return nil
+}
+
+// vhostBackend is what joins the front-end's two ports.
+type vhostBackend interface {
+	// ready waits until the front-end's ports are connected and running.
+	ready(ctx context.Context, fe *dpdk.Process) error
+	cpu() (time.Duration, error) // the back-end process's CPU time
+	// workers returns softnet's worker threads' CPU time, false for DPDK.
+	workers() (time.Duration, bool)
+	// finish fills what the back-end itself counted and closes it.
+	finish(r *VhostRun) error
+}
+
+// measureVhost runs one configuration: the back-end, the front-end on
+// it, the window, and everything taken down again.
+func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, backend string, frame int) (r *VhostRun, err error) {
+	u := &undoStack{}
+	defer func() {
+		if uerr := u.unwind(); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
+	socks := [2]string{filepath.Join(dir, backend+"-0.sock"), filepath.Join(dir, backend+"-1.sock")}
+	for _, s := range socks {
+		os.Remove(s)
+	}
+	r = &VhostRun{Backend: backend, Frame: frame}
+	var be vhostBackend
+	switch backend {
+	case VhostSoftnet:
+		sb, err := openSoftnetVhost(o, socks)
+		if err != nil {
+			return nil, err
+		}
+		be = sb
+	default:
+		db, err := openDPDKVhost(ctx, huge, socks)
+		if err != nil {
+			return nil, err
+		}
+		be = db
+	}
+	closed := false
+	u.push(backend+" back-end", func() error {
+		if closed {
+			return nil
+		}
+		closed = true
+		return be.finish(r)
+	})
+	fe, err := startFrontend(huge, socks, frame)
+	if err != nil {
+		return r, err
+	}
+	u.push("front-end testpmd", func() error { return fe.Stop(true, vhostStop) })
+	if err := fe.WaitFor(ctx, 0, dpdk.Prompt, vhostStart); err != nil {
+		return r, fmt.Errorf("front-end: %w", err)
+	}
+	if err := be.ready(ctx, fe); err != nil {
+		return r, err
+	}
+	if err := fe.Command(fmt.Sprintf("start tx_first %d", vhostBursts)); err != nil {
+		return r, err
+	}
+	settle := max(minSettle, o.Duration/10)
+	if !sleepCtx(ctx, settle) {
+		return r, ctx.Err()
+	}
+	runtime.GC()
+	s0, t0, err := fe.Stats(ctx, 2)
+	if err != nil {
+		return r, err
+	}
+	c0, err := be.cpu()
+	if err != nil {
+		return r, err
+	}
+	w0, _ := be.workers()
+	m0 := readMallocs()
+	if !sleepCtx(ctx, o.Duration) {
+		return r, ctx.Err()
+	}
+	m1 := readMallocs()
+	s1, t1, err := fe.Stats(ctx, 2)
+	if err != nil {
+		return r, err
+	}
+	c1, err := be.cpu()
+	if err != nil {
+		return r, err
+	}
+	w1, isSoftnet := be.workers()
+	window := t1.Sub(t0)
+	r.Seconds = window.Seconds()
+	for i := range s1 {
+		r.Packets += s1[i].RxPackets - s0[i].RxPackets
+		r.Bytes += s1[i].RxBytes - s0[i].RxBytes
+		r.FrontendMissed += s1[i].RxMissed - s0[i].RxMissed
+		r.FrontendTxErrors += s1[i].TxErrors - s0[i].TxErrors
+	}
+	r.PPS = float64(r.Packets) / r.Seconds
+	r.Gbps = float64(r.Bytes) * 8 / r.Seconds / 1e9
+	r.BackendCPUPct = 100 * float64(c1-c0) / float64(window)
+	if r.Packets == 0 {
+		return r, fmt.Errorf("no packet went round the loop in %v", window)
+	}
+	r.CPUPerPacketNS = float64(c1-c0) / float64(r.Packets)
+	if isSoftnet {
+		r.WorkerCPUPerPacketNS = ptr(float64(w1-w0) / float64(r.Packets))
+		r.AllocsPerPacket = ptr(float64(m1-m0) / float64(r.Packets))
+	}
+	// The front-end stops before the back-end's counters are read.
+	if err := fe.Stop(true, vhostStop); err != nil {
+		return r, err
+	}
+	closed = true
+	return r, be.finish(r)
+}
+
+// startFrontend starts the front-end: interactive, so that the lab
+// starts and reads it; forwarding on CPU 1.
+func startFrontend(huge *dpdk.Hugepages, socks [2]string, frame int) (*dpdk.Process, error) {
+	cfg := dpdk.Config{Lcores: "0,1", Huge: huge, MemMiB: vhostMemMiB, Interactive: true,
+		Args: []string{"--forward-mode=mac", "--nb-cores=1", fmt.Sprintf("--total-num-mbufs=%d", vhostMbufs),
+			fmt.Sprintf("--txpkts=%d", frame),
+			"--eth-peer=0," + vhostMACs[1], "--eth-peer=1," + vhostMACs[0]}}
+	for i, s := range socks {
+		cfg.Vdevs = append(cfg.Vdevs, fmt.Sprintf("net_virtio_user%d,path=%s,queues=1,queue_size=%d,mac=%s", i, s, vhostRingSize, vhostMACs[i]))
+	}
+	return dpdk.Start(cfg)
+}
+
+// softnetVhost is softnet's back-end: a switch of two vhost-user ports.
+type softnetVhost struct {
+	sp       *softnetPath
+	features uint64 // as negotiated: a port forgets them when the front-end leaves
+}
+
+func openSoftnetVhost(o Options, socks [2]string) (*softnetVhost, error) {
+	cfg := vswitch.Config{Workers: 1}
+	for i, s := range socks {
+		spec, err := vswitch.ParsePort(fmt.Sprintf("vhost-user:vu%d,socket=%s", i, s))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Ports = append(cfg.Ports, spec)
+	}
+	sp, err := openSoftnet(cfg, vswitch.Tuning{}, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	return &softnetVhost{sp: sp}, nil
+}
+
+// ready waits until both ports run both their rings.
+func (s *softnetVhost) ready(ctx context.Context, fe *dpdk.Process) error {
+	deadline := time.Now().Add(vhostStart)
+	for {
+		running := 0
+		for _, pv := range s.sp.sw.Ports() {
+			if pv.VhostUser == nil {
+				continue
+			}
+			if st := pv.VhostUser.Stats(); st.RunningRings == 2 {
+				running++
+				s.features = st.Features
+			}
+		}
+		if running == 2 {
+			return nil
+		}
+		if fe.Exited() || time.Now().After(deadline) {
+			return fmt.Errorf("%d of 2 vhost-user ports running after %v:\n%s", running, vhostStart, fe.Output())
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *softnetVhost) cpu() (time.Duration, error) { return processCPU() }
+
+func (s *softnetVhost) workers() (time.Duration, bool) {
+	d, err := threadsCPU(s.sp.workerThreads())
+	return d, err == nil
+}
+
+func (s *softnetVhost) finish(r *VhostRun) error {
+	var drops drop.Counts
+	for _, pv := range s.sp.sw.Ports() {
+		if pv.VhostUser == nil {
+			continue
+		}
+		st := pv.VhostUser.Stats()
+		drops.Add(&st.RxDrops)
+		drops.Add(&st.TxDrops)
+		r.BadChains += st.BadChains
+	}
+	r.Features = s.features
+	r.Drops = &drops
+	leak, err := s.sp.close()
+	r.Leak = leak
+	if leak != "ok" {
+		err = errors.Join(err, fmt.Errorf("leak check: %s", leak))
+	}
+	return err
+}
+
+// dpdkVhost is the reference back-end: testpmd with two net_vhost ports
+// forwarding between them (io mode), on CPU 0.
+type dpdkVhost struct {
+	p *dpdk.Process
+}
+
+func openDPDKVhost(ctx context.Context, huge *dpdk.Hugepages, socks [2]string) (*dpdkVhost, error) {
+	cfg := dpdk.Config{Lcores: "0,1", MainLcore: "1", Huge: huge, MemMiB: vhostMemMiB,
+		Args: []string{"--forward-mode=io", "--auto-start", "--nb-cores=1", fmt.Sprintf("--total-num-mbufs=%d", vhostMbufs)}}
+	for i, s := range socks {
+		cfg.Vdevs = append(cfg.Vdevs, fmt.Sprintf("net_vhost%d,iface=%s,queues=1", i, s))
+	}
+	p, err := dpdk.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Its ports' sockets exist once they listen; it forwards as soon as
+	// the front-end has connected.
+	deadline := time.Now().Add(vhostStart)
+	for _, s := range socks {
+		for {
+			if _, err := os.Stat(s); err == nil {
+				break
+			}
+			if p.Exited() || time.Now().After(deadline) || !sleepCtx(ctx, 20*time.Millisecond) {
+				err := fmt.Errorf("back-end testpmd: no socket %s:\n%s", s, p.Output())
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				return nil, errors.Join(err, p.Stop(false, vhostStop))
+			}
+		}
+	}
+	return &dpdkVhost{p: p}, nil
+}
+
+// ready: the front-end's prompt comes after its ports started, which
+// needs the back-end's answers.
+func (d *dpdkVhost) ready(context.Context, *dpdk.Process) error { return nil }
+
+func (d *dpdkVhost) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.p.Pid()))
+	if err != nil {
+		return 0, fmt.Errorf("back-end testpmd: %w", err)
+	}
+	return parseStatCPU(b)
+}
+
+func (d *dpdkVhost) workers() (time.Duration, bool) { return 0, false }
+
+func (d *dpdkVhost) finish(*VhostRun) error { return d.p.Stop(false, vhostStop) }
