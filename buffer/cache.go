@@ -67,7 +67,7 @@ func (p *Pool) NewCache(kick func()) (*Cache, error) {
 	c.kick = kick
 	c.inbound = make([]inbound, len(p.classes))
 	size := p.cfg.CacheSize
-	if p.cfg.uncached {
+	if p.cfg.Knobs.Uncached() {
 		size, c.half = 0, 0
 	}
 	for i := range c.stacks {

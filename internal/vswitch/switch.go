@@ -100,7 +100,7 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	}
 	p.Pool = buffer.Config{Classes: PoolClasses(cfg.Workers)}
 	if t.PoolUncached {
-		knob.PoolUncached(&p.Pool)
+		p.Pool.Knobs = knob.PoolUncached()
 	}
 	for _, rt := range cfg.Routes {
 		p.Routes = append(p.Routes, program.Route{Prefix: rt.Prefix, Port: cfg.portIndex(rt.Port)})
@@ -130,7 +130,7 @@ func (t Tuning) device(spec PortSpec, workers int) tun.Config {
 		dc.IO = t.IO
 	}
 	if t.SingleGets {
-		knob.TUNSingleGets(&dc)
+		dc.Knobs = knob.TUNSingleGets()
 	}
 	return dc
 }
