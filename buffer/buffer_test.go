@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 	"softnet.dev/drop"
+	"softnet.dev/internal/knob"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -399,7 +400,7 @@ func TestTooManyCaches(t *testing.T) {
 
 func TestUncachedGoesToTheDepot(t *testing.T) {
 	cfg := small(16)
-	cfg.uncached = true
+	cfg.Knobs = knob.PoolUncached()
 	p := newTestPool(t, cfg)
 	c := newTestCache(t, p, nil)
 	b, err := c.Get(0)

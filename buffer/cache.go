@@ -67,7 +67,7 @@ func (p *Pool) NewCache(kick func()) (*Cache, error) {
 	c.kick = kick
 	c.inbound = make([]inbound, len(p.classes))
 	size := p.cfg.CacheSize
-	if p.cfg.uncached {
+	if p.cfg.Knobs.Uncached() {
 		size, c.half = 0, 0
 	}
 	for i := range c.stacks {
@@ -262,9 +262,12 @@ func (c *Cache) Drop(b *Buf, reason drop.Reason) {
 
 // SetDropHook makes Drop and DropBulk show every buffer to f, with its
 // reason, before it is freed, on the cache's own goroutine: the place for
-// a drop monitor to look at what is lost. f must not keep b or block. Set
-// it before the cache is used; nil removes it. Without a hook a drop costs
-// one more compare.
+// a drop monitor to look at what is lost. The engine sets it on its
+// workers' caches for its DropMonitors; a program that polls port queues
+// with a cache of its own sets it to see its own drops, which the
+// counters only count. f must not keep b or block. Set it before the
+// cache is used; nil removes it. Without a hook a drop costs one more
+// compare.
 func (c *Cache) SetDropHook(f func(b *Buf, r drop.Reason)) { c.dropHook = f }
 
 // ConsumeBulk consumes every buffer of bufs. Consecutive buffers owned by

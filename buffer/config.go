@@ -45,11 +45,11 @@ type Config struct {
 	// double frees with both sites, and poisons freed frames so that a
 	// write after free is reported at the next Get. It is slow.
 	Debug bool
-
-	uncached bool // internal/knob.PoolUncached
+	// Knobs turn mechanisms off for softnet's own lab and benchmarks,
+	// which measure what each is worth. Only softnet's packages can make
+	// a value other than the zero one: the pool described here.
+	Knobs knob.Pool
 }
-
-func init() { knob.RegisterPoolUncached(func(cfg *Config) { cfg.uncached = true }) }
 
 // Class indices of DefaultClasses.
 const (

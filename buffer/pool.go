@@ -145,10 +145,11 @@ func (e *LeakError) Error() string {
 	return msg
 }
 
-// Check returns a *LeakError if any buffer is in use (or, with
+// check returns a *LeakError if any buffer is in use (or, with
 // Config.Debug, if misuse was reported), else nil. The pool must be
-// quiescent: every goroutine that used it has stopped and been waited for.
-func (p *Pool) Check() error {
+// quiescent: every goroutine that used it has stopped and been waited for,
+// which only Close can assume.
+func (p *Pool) check() error {
 	e := &LeakError{ByClass: make([]int, len(p.classes))}
 	var leaked []uint32
 	for i := range p.meta {
@@ -169,7 +170,7 @@ func (p *Pool) Check() error {
 	return e
 }
 
-// Close checks for leaks (see Check) and releases the slabs. If buffers
+// Close checks for leaks (a *LeakError) and releases the slabs. If buffers
 // are still in use their memory stays mapped, so a late user cannot fault;
 // the error says how many. Using any Buf after a successful Close is a
 // bug. Close is idempotent.
@@ -182,7 +183,7 @@ func (p *Pool) Close() error {
 			c.Close()
 		}
 	}
-	err := p.Check()
+	err := p.check()
 	p.closed = true
 	var leak *LeakError
 	if errors.As(err, &leak) && leak.Outstanding > 0 {

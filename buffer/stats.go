@@ -93,8 +93,12 @@ func (c *Cache) Stats() CacheStats {
 }
 
 // Exhausted returns the number of gets and bulk gets that found the pool
-// empty. Owner only; it costs one load, so that a poll loop can tell a
-// round that found no packets from one that could not take any.
+// empty: CacheStats.Exhausted for a poll loop, the engine's or a
+// program's that polls port queues itself. Owner only; it costs one load
+// where Stats copies every counter, so that the loop can compare it
+// around each round to tell a round that found no packets from one that
+// could not take any, and wait for buffers to come home instead of
+// spinning on queues that stay readable.
 func (c *Cache) Exhausted() uint64 { return c.ctr.n[ctrExhausted] }
 
 // Publish makes the owner's counters visible to Pool.Stats. Counters are

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
+	"softnet.dev/internal/attach"
 	"softnet.dev/internal/cacheline"
 	"softnet.dev/internal/counter"
 	"softnet.dev/port"
@@ -137,7 +138,7 @@ func (w *worker) adopt(next *portSet) {
 			keep = append(keep, rq)
 			continue
 		}
-		if a, ok := rq.q.(port.Attacher); ok {
+		if a, ok := rq.q.(attach.Queue); ok {
 			a.Detach(w.cache)
 		}
 		w.unregister(rq)
@@ -152,7 +153,7 @@ func (w *worker) adopt(next *portSet) {
 		if tq == nil || next.port(i) == old.port(i) {
 			continue
 		}
-		if a, ok := tq.(port.Attacher); ok {
+		if a, ok := tq.(attach.Queue); ok {
 			a.Detach(w.cache)
 		}
 		w.txqs[i] = nil
@@ -179,7 +180,7 @@ func (w *worker) join(p *portState) {
 		clear(w.ctr[portCounter(p.index, 0):portCounter(p.index+1, 0)])
 	}
 	if tq := p.port.TxQueue(w.index); tq != nil {
-		if a, ok := tq.(port.Attacher); ok {
+		if a, ok := tq.(attach.Queue); ok {
 			a.Attach(w.cache)
 		}
 		w.txqs[p.index] = tq
@@ -196,7 +197,7 @@ func (w *worker) join(p *portState) {
 		if n, ok := q.(port.Notifier); ok {
 			n.SetNotify(func() { w.activate(rq) })
 		}
-		if a, ok := q.(port.Attacher); ok {
+		if a, ok := q.(attach.Queue); ok {
 			a.Attach(w.cache)
 		}
 		rq.fd = q.FD()
@@ -290,7 +291,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 	cfg := &w.e.cfg
 	// Always on one thread: a port added while the worker runs may have
 	// queues whose state belongs to the thread that attached them
-	// (port.Attacher).
+	// (attach.Queue).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if cfg.LockOSThread {

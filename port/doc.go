@@ -14,8 +14,8 @@
 //
 // An RxQueue is also a Waiter, so that an idle worker can sleep in epoll
 // until its FD is readable (Arm, then Disarm). The engine closes its ports
-// with CloseInto, purging what they hold into its own cache. Attacher and
-// Notifier are optional contracts between a queue and the worker.
+// with CloseInto, purging what they hold into its own cache. Notifier is
+// an optional contract between a queue and the worker.
 //
 // Design: docs/design.md, "The shape of the datapath".
 package port

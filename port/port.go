@@ -108,17 +108,6 @@ type Waiter interface {
 // until it is up again.
 var ErrDown = errors.New("port: down")
 
-// Attacher is implemented by queues whose kernel state belongs to the OS
-// thread that uses them (an io_uring ring with a single issuer). A worker
-// locks its goroutine to its thread, then calls Attach before it first
-// uses the queue and Detach after it last did, both on that thread and
-// with its cache: Detach takes back into it every buffer the queue lent
-// to the kernel. A queue used without Attach works from any thread.
-type Attacher interface {
-	Attach(c *buffer.Cache)
-	Detach(c *buffer.Cache)
-}
-
 // Notifier is implemented by RxQueues that share one FD with other
 // queues of their worker (an io_uring that serves all of a worker's
 // queues), so that a worker polls only the queues that have packets, as

@@ -57,16 +57,14 @@ type Config struct {
 	// namespace (every container has an eth0), so a switch serving
 	// devices of one name in several namespaces names their ports apart.
 	PortName string
-
-	// singleGets (internal/knob.TUNSingleGets) takes each receive buffer
-	// with its own Cache.Get. By default a queue takes the buffers for a
-	// burst with one Cache.GetBulk once the first packet of the burst has
-	// been read (TUN cannot say how many wait), and returns the unused
-	// ones at the end of the burst.
-	singleGets bool
+	// Knobs turn mechanisms off for softnet's own lab, which measures
+	// what each is worth. Only softnet's packages can make a value other
+	// than the zero one: the device described here, whose queues take
+	// the buffers for a burst with one Cache.GetBulk once its first
+	// packet has been read (TUN cannot say how many wait) and return the
+	// unused ones at the end of the burst.
+	Knobs knob.TUN
 }
-
-func init() { knob.RegisterTUNSingleGets(func(cfg *Config) { cfg.singleGets = true }) }
 
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Queues == 0 {

@@ -31,7 +31,7 @@ var errClosed = errors.New("device closed")
 type Device struct {
 	info    port.Info
 	vnet    bool  // packets carry a virtio-net header
-	bulk    bool  // not Config.singleGets
+	bulk    bool  // not Config.Knobs.SingleGets
 	gro     bool  // Config.GRO
 	keepGSO bool  // Config.KeepGSO
 	io      IO    // IOSyscall or IOUring
@@ -72,7 +72,7 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{vnet: cfg.Offload, bulk: !cfg.singleGets, gro: cfg.GRO, keepGSO: cfg.KeepGSO, wake: -1}
+	d := &Device{vnet: cfg.Offload, bulk: !cfg.Knobs.SingleGets(), gro: cfg.GRO, keepGSO: cfg.KeepGSO, wake: -1}
 	if err := d.chooseIO(cfg.IO); err != nil {
 		return nil, fmt.Errorf("tun %s: %w", cfg.Name, err)
 	}

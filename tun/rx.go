@@ -31,7 +31,7 @@ type rxQueue struct {
 	maxFrame int32 // the device's max frame the class was picked for
 	class    buffer.Class
 	bulk     bool
-	spare    []*buffer.Buf // the burst's buffers, unless Config.singleGets
+	spare    []*buffer.Buf // the burst's buffers, unless Config.Knobs.SingleGets
 	// starved says the last Receive stopped for want of a buffer, for
 	// Queue.Receive, which must not wait for a file that is readable.
 	starved bool

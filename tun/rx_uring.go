@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
+	"softnet.dev/internal/attach"
 	"softnet.dev/internal/uring"
 	"softnet.dev/port"
 	"softnet.dev/vnet"
@@ -516,9 +517,15 @@ func (r *rxRing) close(c *buffer.Cache) error {
 	return nil
 }
 
+// The engine attaches both kinds of queue on its workers' threads.
+var (
+	_ attach.Queue = (*rxQueue)(nil)
+	_ attach.Queue = (*txQueue)(nil)
+)
+
 // Attach makes the queue a member of the io_uring of the worker whose
 // cache c is, set up on the worker's thread as a single issuer
-// (port.Attacher).
+// (internal/attach.Queue).
 func (q *rxQueue) Attach(c *buffer.Cache) {
 	if !q.uring || q.m != nil {
 		return

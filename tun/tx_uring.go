@@ -74,7 +74,7 @@ func (u *txUring) setup(q *txQueue, c *buffer.Cache, single bool) error {
 }
 
 // Attach sets the queue's ring up on the worker's thread, as a single
-// issuer (port.Attacher).
+// issuer (internal/attach.Queue).
 func (q *txQueue) Attach(c *buffer.Cache) {
 	if u := q.ur; u != nil && u.ring == nil {
 		u.err = u.setup(q, c, true)

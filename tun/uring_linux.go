@@ -69,9 +69,9 @@ func (d *Device) chooseIO(m IO) error {
 func (d *Device) IO() (IO, error) { return d.io, d.ioWhy }
 
 // startUring puts every queue on the io_uring path. RX queues join
-// their worker's ring when it attaches them (port.Attacher) or, failing
-// that, get a ring of their own at the first Receive; TX rings are set up
-// the same way: on the thread that will use them.
+// their worker's ring when it attaches them (internal/attach.Queue) or,
+// failing that, get a ring of their own at the first Receive; TX rings
+// are set up the same way: on the thread that will use them.
 func (d *Device) startUring() error {
 	if d.io != IOUring {
 		return nil

@@ -12,10 +12,10 @@ import (
 
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
+	"softnet.dev/internal/attach"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/internal/uring"
 	"softnet.dev/packet"
-	"softnet.dev/port"
 )
 
 // requireUring skips the io_uring-only tests on the system-call run of
@@ -134,7 +134,7 @@ func TestUringAttachDetach(t *testing.T) {
 	d := openDev(t, Config{Name: name, NetNS: ns.Name, Offload: true, GRO: true})
 	addAddrs(t, ns, name, hostV4, netip.Addr{})
 	rq, tq := d.RxQueue(0), d.TxQueue(0)
-	ra, ta := rq.(port.Attacher), tq.(port.Attacher)
+	ra, ta := rq.(attach.Queue), tq.(attach.Queue)
 	sock := listenUDP(t, ns, hostV4)
 	to := sock.LocalAddr().(*net.UDPAddr).AddrPort()
 	dst := netip.AddrPortFrom(peerV4, 4400)
@@ -216,7 +216,7 @@ func TestUringLendingBookkeeping(t *testing.T) {
 	d := openDev(t, Config{Name: devName("snu"), NetNS: ns.Name, Offload: true})
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	rq := d.RxQueue(0).(port.Attacher)
+	rq := d.RxQueue(0).(attach.Queue)
 	rq.Attach(c)
 	q := &d.rx[0]
 	if q.m == nil {

@@ -176,7 +176,7 @@ func prepareForward(s forwardSetup) (func(context.Context, int) int, func() erro
 func newForward(s forwardSetup) (*engine.Engine, *memport.Sink, func() error, error) {
 	pcfg := buffer.Config{Classes: []buffer.ClassConfig{{Room: frameRoom, Count: 4096 * s.workers}}}
 	if s.uncached {
-		knob.PoolUncached(&pcfg)
+		pcfg.Knobs = knob.PoolUncached()
 	}
 	pool, err := buffer.NewPool(pcfg)
 	if err != nil {

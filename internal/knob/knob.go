@@ -1,27 +1,36 @@
-// Package knob holds the switches that softnet's benchmarks and lab turn
-// to measure what a mechanism is worth, and that are not part of any
-// public API: a user gets the mechanisms always on. Each public package
-// that has such a switch registers its setter here at init, and the
-// bench and lab call it through the typed functions below.
+// Package knob holds the mechanisms softnet's lab and benchmarks turn
+// off to measure what each is worth. A public Config with such a
+// mechanism carries it in a Knobs field of a type from here: only
+// softnet's own packages can import this package, and the types' fields
+// are unexported, so only they can make a value other than the zero one,
+// which is what every user gets. The compiler checks every use: a knob
+// is a value of its Config's own type.
 package knob
 
-var (
-	poolUncached  any // func(*buffer.Config), set by package buffer
-	tunSingleGets any // func(*tun.Config), set by package tun
-)
+// Pool is how a buffer pool (buffer.Config.Knobs) differs from the one
+// every user gets.
+type Pool struct {
+	uncached bool
+}
 
-// RegisterPoolUncached is called by package buffer.
-func RegisterPoolUncached[C any](f func(*C)) { poolUncached = f }
+// PoolUncached makes every get and local free of a pool go to the shared
+// depot, one buffer and one lock at a time, as allocators did before
+// per-CPU caches: the baseline that shows what the caches are worth.
+// Remote frees still defer.
+func PoolUncached() Pool { return Pool{uncached: true} }
 
-// PoolUncached makes every get and local free of the pool cfg describes
-// go to the shared depot, one buffer and one lock at a time, as
-// allocators did before per-CPU caches: the baseline that shows what the
-// caches are worth. Remote frees still defer.
-func PoolUncached[C any](cfg *C) { poolUncached.(func(*C))(cfg) }
+// Uncached reports whether p is PoolUncached.
+func (p Pool) Uncached() bool { return p.uncached }
 
-// RegisterTUNSingleGets is called by package tun.
-func RegisterTUNSingleGets[C any](f func(*C)) { tunSingleGets = f }
+// TUN is how a TUN/TAP device (tun.Config.Knobs) differs from the one
+// every user gets.
+type TUN struct {
+	singleGets bool
+}
 
-// TUNSingleGets makes the device cfg describes take each receive buffer
-// with its own Cache.Get instead of one GetBulk per burst.
-func TUNSingleGets[C any](cfg *C) { tunSingleGets.(func(*C))(cfg) }
+// TUNSingleGets makes a device take each receive buffer with its own
+// Cache.Get instead of one GetBulk per burst.
+func TUNSingleGets() TUN { return TUN{singleGets: true} }
+
+// SingleGets reports whether t is TUNSingleGets.
+func (t TUN) SingleGets() bool { return t.singleGets }

@@ -60,16 +60,16 @@ func TestVariants(t *testing.T) {
 		t.Fatalf("no %s", name)
 		return softnetConfig{}
 	}
-	if nc := c("no-cache/batch-1"); !nc.Tuning.PoolUncached || nc.Tuning.Batch != 1 || !nc.Offload || !nc.Tuning.SingleGets {
+	if nc := c("no-cache/batch-1"); !nc.Uncached || nc.Batch != 1 || !nc.Offload || !nc.SingleGets {
 		t.Errorf("no-cache/batch-1: %+v", nc)
 	}
-	if g := c("+gro"); g.Tuning.IO != tun.IOSyscall || !g.GRO || c("uring").Tuning.IO != tun.IOUring || c("uring").Tuning.BusyPoll >= 0 {
+	if g := c("+gro"); g.IO != tun.IOSyscall || !g.GRO || c("uring").IO != tun.IOUring || c("uring").BusyPoll >= 0 {
 		t.Errorf("+gro %+v, uring %+v", g, c("uring"))
 	}
-	if b, w := c("+busy-poll"), c("2-workers"); b.Tuning.BusyPoll == 0 || b.Workers > 1 || w.Workers != 2 || w.Tuning != b.Tuning {
+	if b, w := c("+busy-poll"), c("2-workers"); b.BusyPoll == 0 || b.Workers > 1 || w.Workers != 2 || w.IO != b.IO || w.BusyPoll != b.BusyPoll {
 		t.Errorf("+busy-poll %+v, 2-workers %+v", b, w)
 	}
-	if c(OffloadOn) != defaultSoftnet || c("+bulk").GRO || !c("+defer").Tuning.DeferTX || !c("napi-cache").Tuning.SingleGets || c("+bulk").Tuning.SingleGets || !c("+defer").GRO || c("offload-off").Offload || c("offload-off").GRO {
+	if c(OffloadOn) != defaultSoftnet || c("+bulk").GRO || !c("+defer").DeferTX || !c("napi-cache").SingleGets || c("+bulk").SingleGets || !c("+defer").GRO || c("offload-off").Offload || c("offload-off").GRO {
 		t.Errorf("ladder steps: %+v", vs)
 	}
 	if reference(Options{Ladder: true}) != OffloadOn || reference(Options{}) != Softnet {

@@ -122,12 +122,13 @@ func portGuest(runID string, i int, tap bool) *guest {
 }
 
 // portSpec is guest g's port, as `softnet switch` opens it by default
-// (offload and GRO on). A TUN port added live says what its guest sends
-// from (allow=): its routes come only after it, and until then the
-// switch would warn that it may send from nowhere.
-func portSpec(g *guest, tap, live bool) vswitch.PortSpec {
-	spec := vswitch.PortSpec{TAP: tap, Name: g.dev, NetNS: g.ns, Offload: true, GRO: true}
-	if live && !tap {
+// (offload and GRO on) with o's TAP and I/O path. A TUN port added live
+// says what its guest sends from (allow=): its routes come only after
+// it, and until then the switch would warn that it may send from
+// nowhere.
+func portSpec(g *guest, o Options, live bool) vswitch.PortSpec {
+	spec := vswitch.PortSpec{TAP: o.TAP, Name: g.dev, NetNS: g.ns, Offload: true, GRO: true, IO: o.IO}
+	if live && !o.TAP {
 		spec.Allow = &program.Allow{Prefixes: []netip.Prefix{g.v4.Masked(), g.v6.Masked()}}
 	}
 	return spec
@@ -146,7 +147,7 @@ func portRoutes(g *guest, tap bool) []vswitch.RouteSpec {
 func portsConfig(gs []*guest, o Options) vswitch.Config {
 	cfg := vswitch.Config{Workers: o.Workers}
 	for _, g := range gs {
-		cfg.Ports = append(cfg.Ports, portSpec(g, o.TAP, false))
+		cfg.Ports = append(cfg.Ports, portSpec(g, o, false))
 		cfg.Routes = append(cfg.Routes, portRoutes(g, o.TAP)...)
 	}
 	return cfg
@@ -155,15 +156,15 @@ func portsConfig(gs []*guest, o Options) vswitch.Config {
 // openPortsSwitch opens and starts a switch of guests gs with o's
 // workers and I/O path.
 func openPortsSwitch(gs []*guest, o Options) (*softnetPath, error) {
-	return openSoftnet(portsConfig(gs, o), vswitch.Tuning{IO: o.IO}, o.Log)
+	return openSoftnet(portsConfig(gs, o), vswitch.Tuning{}, o.Log)
 }
 
 // addGuestPort adds g's port and its routes to the running switch.
-func addGuestPort(sw *vswitch.Switch, g *guest, tap bool) error {
-	if err := sw.AddPort(portSpec(g, tap, true), slog.Attr{}); err != nil {
+func addGuestPort(sw *vswitch.Switch, g *guest, o Options) error {
+	if err := sw.AddPort(portSpec(g, o, true), slog.Attr{}); err != nil {
 		return err
 	}
-	for _, rt := range portRoutes(g, tap) {
+	for _, rt := range portRoutes(g, o.TAP) {
 		if err := sw.AddRoute(rt, slog.Attr{}); err != nil {
 			return err
 		}
@@ -304,7 +305,7 @@ func runPorts(ctx context.Context, o Options, gen generator, rep *Report) (err e
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := addGuestPort(sw, g, o.TAP); err != nil {
+		if err := addGuestPort(sw, g, o); err != nil {
 			return err
 		}
 	}
@@ -435,7 +436,7 @@ func churn(ctx context.Context, o Options, sw *vswitch.Switch, guests []*guest, 
 			return ctx.Err()
 		}
 		t0 := time.Now()
-		if err := sw.AddPort(portSpec(extra, o.TAP, true), slog.Attr{}); err != nil {
+		if err := sw.AddPort(portSpec(extra, o, true), slog.Attr{}); err != nil {
 			return fmt.Errorf("churn: %w", err)
 		}
 		adds = append(adds, float64(time.Since(t0))/float64(time.Millisecond))
@@ -559,7 +560,7 @@ func pairAlone(ctx context.Context, o Options, gen generator, pair *guestPair, p
 // measures them there.
 func pairOnCrowded(ctx context.Context, o Options, gen generator, sw *vswitch.Switch, pair *guestPair, pr *PortsResult) error {
 	for _, g := range pair.guests() {
-		if err := addGuestPort(sw, g, o.TAP); err != nil {
+		if err := addGuestPort(sw, g, o); err != nil {
 			return err
 		}
 	}

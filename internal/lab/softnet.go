@@ -6,11 +6,13 @@ import (
 
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
+	"softnet.dev/internal/knob"
+	"softnet.dev/internal/txthread"
 	"softnet.dev/internal/vswitch"
 )
 
-// softnetPath is a softnet switch built in this process through the same
-// constructor as `softnet switch`, with the tuning the ladder turns: one
+// softnetPath is a softnet switch built in this process from the same
+// plan as `softnet switch`, changed as the ladder's step says: one
 // worker, a TUN or TAP port in each guest, a route to each guest's
 // subnets.
 type softnetPath struct {
@@ -22,7 +24,7 @@ type softnetPath struct {
 func switchConfig(p *guestPair, c softnetConfig, tap bool) vswitch.Config {
 	cfg := vswitch.Config{Workers: max(c.Workers, 1)}
 	for _, g := range p.guests() {
-		cfg.Ports = append(cfg.Ports, vswitch.PortSpec{TAP: tap, Name: g.dev, NetNS: g.ns, Offload: c.Offload, GRO: c.GRO})
+		cfg.Ports = append(cfg.Ports, vswitch.PortSpec{TAP: tap, Name: g.dev, NetNS: g.ns, Offload: c.Offload, GRO: c.GRO, IO: c.IO})
 		if !tap {
 			cfg.Routes = append(cfg.Routes, vswitch.RouteSpec{Prefix: g.v4.Masked(), Port: g.dev}, vswitch.RouteSpec{Prefix: g.v6.Masked(), Port: g.dev})
 		}
@@ -30,15 +32,53 @@ func switchConfig(p *guestPair, c softnetConfig, tap bool) vswitch.Config {
 	return cfg
 }
 
-// openPairSwitch opens the switch that joins the pair and starts it.
-func openPairSwitch(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (*softnetPath, error) {
-	return openSoftnet(switchConfig(p, c, tap), c.Tuning, log)
+// plan is the switch c runs for cfg: `softnet switch`'s plan, with the
+// mechanisms c turns off.
+func (c softnetConfig) plan(cfg vswitch.Config) (vswitch.Plan, error) {
+	p, err := vswitch.NewPlan(cfg, vswitch.Tuning{BusyPoll: c.BusyPoll})
+	if err != nil {
+		return p, err
+	}
+	if c.Uncached {
+		p.Pool.Knobs = knob.PoolUncached()
+	}
+	if c.SingleGets {
+		for i := range p.Devices {
+			p.Devices[i].Knobs = knob.TUNSingleGets()
+		}
+	}
+	if c.Batch != 0 {
+		p.Engine.Batch = c.Batch
+	}
+	return p, nil
 }
 
-// openSoftnet opens a switch and starts it. On error everything made so
-// far is closed again.
+// wrap is what stands between c's devices and the engine, if anything.
+func (c softnetConfig) wrap() vswitch.Wrap {
+	if c.DeferTX {
+		return txthread.Wrap
+	}
+	return nil
+}
+
+// openPairSwitch opens the switch that joins the pair and starts it.
+func openPairSwitch(p *guestPair, c softnetConfig, tap bool, log *slog.Logger) (*softnetPath, error) {
+	cfg := switchConfig(p, c, tap)
+	plan, err := c.plan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return startSoftnet(vswitch.OpenVariant(cfg, plan, c.wrap(), log))
+}
+
+// openSoftnet opens a switch as `softnet switch` does and starts it. On
+// error everything made so far is closed again.
 func openSoftnet(cfg vswitch.Config, t vswitch.Tuning, log *slog.Logger) (*softnetPath, error) {
-	sw, err := vswitch.Open(cfg, t, log)
+	return startSoftnet(vswitch.Open(cfg, t, log))
+}
+
+// startSoftnet starts the switch Open or OpenVariant returned.
+func startSoftnet(sw *vswitch.Switch, err error) (*softnetPath, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -41,21 +41,27 @@ func TestDefaultVariantIsTheSwitch(t *testing.T) {
 			def = v
 		}
 	}
-	got, err := vswitch.NewPlan(switchConfig(pair, def.softnet, false), def.softnet.Tuning)
+	got, err := def.softnet.plan(switchConfig(pair, def.softnet, false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) {
+	if !reflect.DeepEqual(got, want) || def.softnet.wrap() != nil {
 		t.Errorf("lab's default variant:\n%+v\n`softnet switch`:\n%+v", got, want)
 	}
-	// And the ladder's steps differ from it.
+	// And the ladder's steps differ from it, each as it says.
 	for _, v := range Variants(Options{Ladder: true}) {
-		p, err := vswitch.NewPlan(switchConfig(pair, v.softnet, false), v.softnet.Tuning)
+		p, err := v.softnet.plan(switchConfig(pair, v.softnet, false))
 		if err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
 		}
-		if same := reflect.DeepEqual(p, want); same != (v.softnet == defaultSoftnet) {
-			t.Errorf("%s: same plan as the switch: %v", v.Name, same)
+		if same := reflect.DeepEqual(p, want) && v.softnet.wrap() == nil; same != (v.softnet == defaultSoftnet) {
+			t.Errorf("%s: same switch as `softnet switch`: %v", v.Name, same)
+		}
+		c := v.softnet
+		if p.Pool.Knobs.Uncached() != c.Uncached || p.Devices[0].Knobs.SingleGets() != c.SingleGets ||
+			(c.Batch != 0) != (p.Engine.Batch == c.Batch && p.Engine.Batch != want.Engine.Batch) ||
+			p.Devices[0].IO != c.IO || (v.softnet.wrap() != nil) != c.DeferTX {
+			t.Errorf("%s: plan %+v for %+v", v.Name, p, c)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"time"
+
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/tun"
 )
@@ -30,13 +32,20 @@ const (
 )
 
 // softnetConfig is how a softnet variant differs from `softnet switch`
-// with ports tun:NAME,netns=NS (or tap:): the switch's tuning, and the
-// ports' offload= and gro= options.
+// with ports tun:NAME,netns=NS (or tap:): the ports' offload=, gro= and
+// io= options, the switch's workers and busy polling, and the mechanisms
+// the ladder turns off, which no setting of the switch can (plan).
 type softnetConfig struct {
-	Tuning  vswitch.Tuning
-	Offload bool // vnet header, checksum and segmentation offloads
-	GRO     bool // coalesce each burst's segments per flow; needs Offload
-	Workers int  // 0 is 1; each port gets one queue per worker
+	Offload  bool          // vnet header, checksum and segmentation offloads
+	GRO      bool          // coalesce each burst's segments per flow; needs Offload
+	IO       tun.IO        // every port's io=; tun.IOAuto is io_uring where the kernel has it
+	Workers  int           // 0 is 1; each port gets one queue per worker
+	BusyPoll time.Duration // vswitch.Tuning.BusyPoll: 0 is the default, negative is off
+
+	Uncached   bool // knob.PoolUncached: every buffer from the locked depot
+	SingleGets bool // knob.TUNSingleGets: one Get per received packet
+	Batch      int  // the engine's budget per queue and round; 0 is the default
+	DeferTX    bool // TX on a goroutine per queue (txthread): every free is a remote one
 }
 
 // defaultSoftnet is what `softnet switch` runs: offload on, batch 64, bulk,
@@ -77,20 +86,21 @@ func Variants(o Options) []Variant {
 	}
 	// The steps up to +defer read and write with system calls, as they
 	// did before io_uring, so that each adds one mechanism.
-	sys := vswitch.Tuning{IO: tun.IOSyscall, BusyPoll: -1}
-	noCache := softnetConfig{Tuning: vswitch.Tuning{PoolUncached: true, SingleGets: true, Batch: 1, IO: tun.IOSyscall, BusyPoll: -1}, Offload: true}
-	napi := softnetConfig{Tuning: vswitch.Tuning{SingleGets: true, IO: tun.IOSyscall, BusyPoll: -1}, Offload: true}
-	bulk := softnetConfig{Tuning: sys, Offload: true}
-	gro := defaultSoftnet
-	gro.Tuning = sys
+	bulk := softnetConfig{Offload: true, IO: tun.IOSyscall, BusyPoll: -1}
+	napi := bulk
+	napi.SingleGets = true
+	noCache := napi
+	noCache.Uncached, noCache.Batch = true, 1
+	gro := bulk
+	gro.GRO = true
 	uringStep := gro
-	uringStep.Tuning.IO = tun.IOUring
+	uringStep.IO = tun.IOUring
 	busy := uringStep
-	busy.Tuning.BusyPoll = ladderBusyPoll
+	busy.BusyPoll = ladderBusyPoll
 	two := busy
 	two.Workers = 2
 	deferred := gro
-	deferred.Tuning.DeferTX = true
+	deferred.DeferTX = true
 	offOff := defaultSoftnet
 	offOff.Offload, offOff.GRO = false, false
 	return append(vs,

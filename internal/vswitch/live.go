@@ -47,7 +47,7 @@ func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	if err != nil {
 		return err
 	}
-	lp, err := sw.openPort(spec, sw.tuning.device(spec, sw.cfg.Workers))
+	lp, err := sw.openPort(spec, spec.deviceFor(sw.cfg.Workers))
 	if err != nil {
 		return err
 	}
@@ -333,7 +333,7 @@ func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 		if i := cur.portIndex(p.Name); i >= 0 && (cur.Ports[i].String() == p.String() || cur.Ports[i].NetNS == p.NetNS) {
 			continue
 		}
-		lp, err := sw.openPort(p, sw.tuning.device(p, cfg.Workers))
+		lp, err := sw.openPort(p, p.deviceFor(cfg.Workers))
 		if err != nil {
 			closeOpened()
 			return nil, fmt.Errorf("%w; nothing was changed", err)
@@ -372,7 +372,7 @@ func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 		next, err := sw.withPort(p)
 		lp := opened[p.Name]
 		if err == nil && lp == nil { // a changed port, removed above
-			lp, err = sw.openPort(p, sw.tuning.device(p, cfg.Workers))
+			lp, err = sw.openPort(p, p.deviceFor(cfg.Workers))
 		}
 		if err == nil {
 			delete(opened, p.Name)

@@ -147,19 +147,23 @@ func testScale(t *testing.T, tap bool, ioPath tun.IO, workers, n int) {
 	gs := newScaleGuests(t, n, tap)
 	cfg := Config{Workers: workers}
 	atStart := gs[:n/2]
+	opts := "" // io_uring where the kernel has it
+	if ioPath != tun.IOAuto {
+		opts = ",io=" + ioPath.String()
+	}
 	for _, g := range atStart {
-		cfg.Ports = append(cfg.Ports, g.spec(t, tap, ""))
+		cfg.Ports = append(cfg.Ports, g.spec(t, tap, opts))
 		if !tap {
 			cfg.Routes = append(cfg.Routes, g.routes(t)...)
 		}
 	}
-	sw, err := Open(cfg, Tuning{IO: ioPath}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := runSwitch(t, sw, nil)
 	for _, g := range gs[n/2:] {
-		if err := sw.AddPort(g.spec(t, tap, ""), slog.Attr{}); err != nil {
+		if err := sw.AddPort(g.spec(t, tap, opts), slog.Attr{}); err != nil {
 			t.Fatal(err)
 		}
 		if !tap {

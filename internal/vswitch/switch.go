@@ -12,8 +12,6 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/endpoint"
 	"softnet.dev/engine"
-	"softnet.dev/internal/knob"
-	"softnet.dev/internal/txthread"
 	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
@@ -36,16 +34,9 @@ const (
 	MaxBusyPoll     = time.Second
 )
 
-// Tuning holds what softnet's lab turns to measure one mechanism at a
-// time. The zero value is what `softnet switch` runs.
+// Tuning is how `softnet switch` runs beside its configuration: its
+// flags that a reload does not change. The zero value is the default.
 type Tuning struct {
-	PoolUncached bool // knob.PoolUncached: every buffer from the locked depot
-	SingleGets   bool // knob.TUNSingleGets: one Get per received packet
-	Batch        int  // the engine's budget per queue and round; 0 is engine.DefaultBatch
-	DeferTX      bool // TX on a goroutine per queue (txthread): every free is a remote one
-	// IO, if not tun.IOAuto, is every port's I/O path, whatever its spec
-	// says.
-	IO tun.IO
 	// BusyPoll is engine.Config.BusyPoll (`softnet switch --busy-poll`):
 	// zero is DefaultBusyPoll, a negative value turns busy polling off.
 	BusyPoll time.Duration
@@ -53,15 +44,15 @@ type Tuning struct {
 
 // Plan is everything Open builds, worked out from a Config and a Tuning
 // without touching the system, so that two ways of describing a switch
-// (the command line and the lab) can be compared.
+// (the command line and the lab) can be compared, and so that the lab
+// can change it to measure one mechanism at a time (OpenVariant).
 type Plan struct {
 	Devices []tun.Config
 	Pool    buffer.Config
 	// Engine lacks the parts that are objects: the pool, the programs,
 	// consumers, pollers and the logger.
-	Engine  engine.Config
-	DeferTX bool
-	TAP     bool // bridge TAP ports rather than route TUN ports
+	Engine engine.Config
+	TAP    bool // bridge TAP ports rather than route TUN ports
 	// Live is a switch that starts with fewer than two ports and gets
 	// the rest while it runs: it has both the bridge and the forwarder,
 	// and the first port added decides which one works.
@@ -81,12 +72,8 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	p := Plan{
 		// Each worker keeps its OS thread: its CPU time can then be read
 		// per thread, and a thread's caches stay warm.
-		Engine:  engine.Config{Workers: cfg.Workers, Batch: t.Batch, LockOSThread: true, BusyPoll: max(t.BusyPoll, 0)},
-		DeferTX: t.DeferTX,
+		Engine:  engine.Config{Workers: cfg.Workers, Batch: engine.DefaultBatch, LockOSThread: true, BusyPoll: max(t.BusyPoll, 0)},
 		Filters: cfg.Filters,
-	}
-	if p.Engine.Batch == 0 {
-		p.Engine.Batch = engine.DefaultBatch
 	}
 	if t.BusyPoll == 0 {
 		p.Engine.BusyPoll = DefaultBusyPoll
@@ -96,12 +83,9 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	}
 	p.Live = len(cfg.Ports) < 2
 	for _, spec := range cfg.Ports {
-		p.Devices = append(p.Devices, t.device(spec, cfg.Workers))
+		p.Devices = append(p.Devices, spec.deviceFor(cfg.Workers))
 	}
 	p.Pool = buffer.Config{Classes: PoolClasses(cfg.Workers)}
-	if t.PoolUncached {
-		knob.PoolUncached(&p.Pool)
-	}
 	for _, rt := range cfg.Routes {
 		p.Routes = append(p.Routes, program.Route{Prefix: rt.Prefix, Port: cfg.portIndex(rt.Port)})
 	}
@@ -118,21 +102,14 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	return p, nil
 }
 
-// device is the TUN/TAP device a port of spec opens in a switch with
-// workers workers, as t says.
-func (t Tuning) device(spec PortSpec, workers int) tun.Config {
-	q := spec.Queues
+// deviceFor is the TUN/TAP device the port opens in a switch with
+// workers workers: a queue per worker unless it says.
+func (p PortSpec) deviceFor(workers int) tun.Config {
+	q := p.Queues
 	if q == 0 {
 		q = workers
 	}
-	dc := spec.device(q)
-	if t.IO != tun.IOAuto {
-		dc.IO = t.IO
-	}
-	if t.SingleGets {
-		knob.TUNSingleGets(&dc)
-	}
-	return dc
+	return p.device(q)
 }
 
 // portPolicy is port i's security policy: its explicit allow= or, by
@@ -178,7 +155,6 @@ func PoolClasses(workers int) []buffer.ClassConfig {
 // AddRoute, RemoveRoute, Apply).
 type Switch struct {
 	plan   Plan
-	tuning Tuning
 	log    *slog.Logger
 	pool   *buffer.Pool
 	engine *engine.Engine
@@ -205,7 +181,7 @@ type livePort struct {
 	dev     *tun.Device     // a tun: or tap: port's, else nil
 	vhost   *vhostuser.Port // a vhost-user: port's, else nil
 	vx      *vxlan.Port     // a vxlan: port's, else nil
-	port    port.Port       // dev, vhost or vx, or its txthread wrapper
+	port    port.Port       // dev, vhost or vx, or a variant's wrapper (OpenVariant)
 	index   int             // the engine's
 	kernel0 tun.KernelStats // the device's kernel counters at open
 }
@@ -231,26 +207,74 @@ func (c *chain) agers() []interface{ Age(now int64) } {
 }
 
 // Open creates or attaches every device, sizes the buffer pool and builds
-// the engine, as t says (the zero Tuning for `softnet switch`). On error
-// everything opened so far is closed again and the error says which part
-// failed.
+// the engine, as t says. On error everything opened so far is closed
+// again and the error says which part failed.
 func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 	plan, err := NewPlan(cfg, t)
 	if err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	sw := newSwitch(cfg, plan, log)
+	if err := sw.openPorts(); err != nil {
+		return nil, errors.Join(err, sw.abandon())
 	}
-	cfg.Workers = plan.Engine.Workers // the default worked out
-	sw := &Switch{cfg: cfg, plan: plan, tuning: t, log: log}
-	if err := sw.open(); err != nil {
+	if err := sw.build(); err != nil {
 		return nil, errors.Join(err, sw.abandon())
 	}
 	return sw, nil
 }
 
-func (sw *Switch) open() error {
+// Wrap stands between a port and the engine, as internal/txthread.Wrap
+// does for the lab's +defer step.
+type Wrap func(port.Port, *buffer.Pool) (port.Port, error)
+
+// OpenVariant opens a switch as softnet's lab builds the steps of its
+// ladder, to measure one mechanism at a time: plan is NewPlan's for cfg,
+// with the pool's, the devices' or the engine's configuration changed
+// (knobs included), and wrap, if not nil, stands between each TUN/TAP
+// device and the engine. The ports a later AddPort or Apply opens are as
+// Open's: the lab does not change a running variant. Open never comes
+// here, so that nothing of the lab's runs in `softnet switch`.
+func OpenVariant(cfg Config, plan Plan, wrap Wrap, log *slog.Logger) (*Switch, error) {
+	sw := newSwitch(cfg, plan, log)
+	err := sw.openPorts()
+	if err == nil && wrap != nil {
+		err = sw.wrapDevices(wrap)
+	}
+	if err == nil {
+		err = sw.build()
+	}
+	if err != nil {
+		return nil, errors.Join(err, sw.abandon())
+	}
+	return sw, nil
+}
+
+// wrapDevices puts wrap between each TUN/TAP device and the engine.
+func (sw *Switch) wrapDevices(wrap Wrap) error {
+	for _, lp := range sw.ports {
+		if lp.dev == nil {
+			continue
+		}
+		w, err := wrap(lp.dev, sw.pool)
+		if err != nil {
+			return fmt.Errorf("port %s: %w", lp.spec, err)
+		}
+		lp.port = w
+	}
+	return nil
+}
+
+func newSwitch(cfg Config, plan Plan, log *slog.Logger) *Switch {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Workers = plan.Engine.Workers // the default worked out
+	return &Switch{cfg: cfg, plan: plan, log: log}
+}
+
+// openPorts makes the pool and opens the plan's devices.
+func (sw *Switch) openPorts() error {
 	var err error
 	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
 		return err
@@ -266,6 +290,12 @@ func (sw *Switch) open() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// build makes the chain, the services and the engine over the ports.
+func (sw *Switch) build() error {
+	var err error
 	ecfg := sw.plan.Engine
 	ecfg.Pool, ecfg.Log = sw.pool, sw.log
 	if sw.chain, err = sw.plan.newChain(sw.log); err != nil {
@@ -337,11 +367,6 @@ func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
 	// include what happened before the switch.
 	if lp.kernel0, err = d.KernelStats(); err != nil {
 		sw.log.Warn("port kernel counters", "port", d.Info().Name, "err", err)
-	}
-	if sw.plan.DeferTX {
-		if lp.port, err = txthread.Wrap(d, sw.pool); err != nil {
-			return nil, errors.Join(fmt.Errorf("port %s: %w", spec, err), d.Close())
-		}
 	}
 	how := "attached to existing"
 	if d.Created() {
