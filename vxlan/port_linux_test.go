@@ -197,6 +197,15 @@ func TestPortExchange(t *testing.T) {
 			if s := pa.Stats(); s.Learned != 1 || s.RxPackets != 2 || s.RxDrops.Total() != 0 {
 				t.Fatalf("a: %+v", s)
 			}
+			// One sendmmsg per Transmit here; receive calls are at least
+			// one per burst that found frames.
+			if s := pa.Stats(); s.TxCalls != 1 || s.RxCalls < 1 {
+				t.Fatalf("a's system calls: %d to send, %d to receive", s.TxCalls, s.RxCalls)
+			}
+			// b's flood took two: the second reports the unroutable remote.
+			if s := pb.Stats(); s.TxCalls != 3 || s.RxCalls < 1 {
+				t.Fatalf("b's system calls: %d to send, %d to receive", s.TxCalls, s.RxCalls)
+			}
 			capture.check(t, len(frames)+2)
 		})
 	}

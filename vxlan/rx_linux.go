@@ -169,6 +169,7 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		q.msgs[i].Hdr.Flags = 0
 	}
 	m, err := recvmmsg(q.fd, q.msgs[:len(got)])
+	q.ctr.N[cRxCalls]++
 	if err != nil {
 		c.ConsumeBulk(got) // unused, not lost packets
 		clear(got)

@@ -42,6 +42,12 @@ type Stats struct {
 	// too big") sent back toward guests whose packets did not fit the
 	// overlay, each dropped as PKT_TOO_BIG.
 	TooBig uint64 `json:"too_big_errors"`
+	// RxCalls and TxCalls count the system calls the queues made to
+	// receive (recvmmsg, including those that found nothing) and to send
+	// (sendmmsg): with RxPackets and TxPackets, the system calls per
+	// packet.
+	RxCalls uint64 `json:"rx_calls"`
+	TxCalls uint64 `json:"tx_calls"`
 	// The learned stations: now, learned, moved to another remote, not
 	// learned because the table was full, and aged out.
 	Stations     int    `json:"stations"`
@@ -64,6 +70,8 @@ const (
 	cRxCsumFinished
 	cRxGSO
 	cTooBig
+	cRxCalls
+	cTxCalls
 	cRxDrops                                      // + drop.Reason
 	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
 	numCounters = cTxDrops + int(drop.NumReasons)
@@ -98,6 +106,8 @@ func statsOf(qs []*counters) Stats {
 		RxCsumFinished: sum[cRxCsumFinished],
 		TooBig:         sum[cTooBig],
 		RxGSO:          sum[cRxGSO],
+		RxCalls:        sum[cRxCalls],
+		TxCalls:        sum[cTxCalls],
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])

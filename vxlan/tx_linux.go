@@ -360,6 +360,7 @@ func (q *txQueue) tooBig(c *buffer.Cache, f []byte) bool {
 func (q *txQueue) flush(c *buffer.Cache) {
 	for done := 0; done < q.nmsg; {
 		n, err := sendmmsg(q.fd, q.msgs[done:q.nmsg])
+		q.ctr.N[cTxCalls]++
 		if err == nil && n == 0 {
 			err = unix.ENOBUFS // sent nothing, said nothing: do not spin
 		}
