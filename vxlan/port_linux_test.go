@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
@@ -342,6 +343,81 @@ func sendFrom(t *testing.T, ns *netnstest.NS, src, dst netip.Addr, ds ...[]byte)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Datagrams the kernel coalesced (here sent as one with UDP_SEGMENT,
+// which loopback hands to a UDP_GRO socket whole) are split again: in
+// order, across Receive calls when a burst ends within one, and a last
+// datagram too short for the headers is a counted drop.
+func TestPortSplitsCoalesced(t *testing.T) {
+	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	ns := underlay(t, a, b)
+	_, c := newPool(t)
+	pb := openPort(t, Config{Name: "b", VNI: 42, Local: netip.AddrPortFrom(b, 0), Remotes: []netip.Addr{a}, NetNS: ns.Name})
+	var frames [][]byte
+	var run []byte
+	for i := range 40 {
+		f := frame(macB, macA, uint16(1000+i), 53, 100)
+		frames = append(frames, f)
+		run = append(run, datagram(0x08, 42, 0, f)...)
+	}
+	size := len(run) / 40
+	// Five, then a piece of a sixth cut within its Ethernet header.
+	sendSegmented(t, ns, a, b, size, append(slices.Clone(run[:5*size]), run[5*size:5*size+HeaderLen+5]...))
+	sendSegmented(t, ns, a, b, size, run)
+	var got [][]byte
+	bufs := make([]*buffer.Buf, 3)
+	for deadline := time.Now().Add(testTimeout); len(got) < 45; {
+		n, err := pb.RxQueue(0).Receive(c, bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bufs[:n] {
+			got = append(got, bytes.Clone(b.Bytes()))
+		}
+		c.ConsumeBulk(bufs[:n])
+		if n == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of 45 frames; stats %+v", len(got), pb.Stats())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i, f := range append(slices.Clone(frames[:5]), frames...) {
+		if !bytes.Equal(got[i], f) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	s := pb.Stats()
+	want := drop.Counts{}
+	want[drop.HdrTrunc] = 1
+	if s.RxGROBatches != 2 || s.RxPackets != 45 || s.RxDrops != want {
+		t.Fatalf("want 2 coalesced datagrams, 45 frames and one cut short: %+v", s)
+	}
+}
+
+// sendSegmented sends payload from src to dst's VXLAN port with one
+// sendmsg and UDP_SEGMENT: datagrams of size bytes, the last shorter.
+func sendSegmented(t *testing.T, ns *netnstest.NS, src, dst netip.Addr, size int, payload []byte) {
+	t.Helper()
+	if err := ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()}); err != nil {
+			return err
+		}
+		oob := make([]byte, unix.CmsgSpace(2))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(size))
+		return unix.Sendmsg(fd, payload, oob, &unix.SockaddrInet4{Addr: dst.As4(), Port: DefaultPort}, 0)
+	}); err != nil {
+		t.Fatalf("send with UDP_SEGMENT: %v", err)
 	}
 }
 

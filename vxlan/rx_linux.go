@@ -278,11 +278,7 @@ func (q *rxQueue) splitAll(c *buffer.Cache, bufs []*buffer.Buf, now int64) int {
 func (q *rxQueue) start(c *buffer.Cache, i int) bool {
 	msg := &q.msgs[i]
 	length := int(msg.Len)
-	size := groSize(q.ctl[i*groCmsgLen:][:min(int(msg.Hdr.Controllen), groCmsgLen)])
-	if size <= 0 || size >= length {
-		size = max(length, 1)
-	}
-	count := (length + size - 1) / size
+	size, count := splitting(q.ctl[i*groCmsgLen:][:min(int(msg.Hdr.Controllen), groCmsgLen)], length)
 	var reason drop.Reason
 	switch {
 	case msg.Hdr.Flags&unix.MSG_TRUNC != 0:
@@ -362,6 +358,17 @@ func (q *rxQueue) setLen(b *buffer.Buf, n int) {
 func segment(length, size, j int) (from, to int) {
 	from = j * size
 	return from, min(from+size, length)
+}
+
+// splitting returns how a message of length bytes received with the
+// control data ctl splits: into count datagrams of size bytes, the last
+// possibly shorter (none if length is 0).
+func splitting(ctl []byte, length int) (size, count int) {
+	size = groSize(ctl)
+	if size <= 0 || size >= length {
+		size = max(length, 1)
+	}
+	return size, (length + size - 1) / size
 }
 
 // groSize returns the segment size of the UDP_GRO control message in
