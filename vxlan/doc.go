@@ -7,13 +7,18 @@
 // Receive takes the buffers for a burst with one bulk get from the
 // worker's cache and receives up to a burst of datagrams with one
 // recvmmsg, straight into them: the VXLAN header lands at the end of the
-// headroom and the inner frame where a fresh buffer's data starts. Every
-// datagram is validated before its frame is handed over: a source that
-// is not one of the configured remotes (IP_RPFILTER), a header without
-// the I flag or with reserved bits (VXLAN_INVALID_HDR), another VNI
-// (VXLAN_VNI_NOT_FOUND), a datagram too short for the headers (HDR_TRUNC)
-// or longer than a buffer (PKT_TOO_BIG) is dropped into the cache with
-// its reason and counted in the port's Stats.
+// headroom and the inner frame where a fresh buffer's data starts. The
+// socket has UDP_GRO on: a run of one flow's datagrams arrives as one
+// (each message gathers into its buffer and 64 KiB of the queue's spill
+// area), and is split again, the first datagram in place and the others
+// copied into buffers of their own, so that the egress port sees the
+// flow's frames one after another and its GRO can coalesce them again.
+// Every datagram is validated before its frame is handed over: a source
+// that is not one of the configured remotes (IP_RPFILTER), a header
+// without the I flag or with reserved bits (VXLAN_INVALID_HDR), another
+// VNI (VXLAN_VNI_NOT_FOUND), a datagram too short for the headers
+// (HDR_TRUNC) or longer than a buffer (PKT_TOO_BIG) is dropped into the
+// cache with its reason and counted in the port's Stats.
 //
 // Flood and learn, as the kernel's vxlan: the source MAC of every inner
 // frame is learned against the remote it came from, in a bounded table
@@ -21,14 +26,19 @@
 // station to its remote only, and floods broadcast, multicast and
 // unknown destinations to every remote.
 //
-// Transmit writes each datagram's UDP and VXLAN headers into a header
-// slot of the queue and sends a whole burst with sendmmsg, each datagram
-// gathered from its slot and the frame's buffer without a copy, through
-// a raw UDP socket so that the outer source port can come from a hash of
-// the inner flow (RFC 7348 section 5, for ECMP), as the kernel's and
-// Open vSwitch's do. The UDP checksum is always computed. GSO packets
-// and partial checksums from guests' TAP devices are finished in
-// software first (package vnet).
+// Transmit writes each datagram's VXLAN header into a header slot of
+// the queue and sends a whole burst with sendmmsg, each datagram
+// gathered from its slot and the frame's buffer without a copy. The
+// outer source port comes from a hash of the inner flow (RFC 7348
+// section 5, for ECMP), as the kernel's and Open vSwitch's do: the port
+// has up to 16 sending UDP sockets, each bound to a source port of the
+// configured range, and a flow's hash picks one, so a flow keeps its
+// port and its order. A run of datagrams of one socket to one remote of
+// equal length (the segments of a guest's TSO packet, a flow's burst of
+// full-sized packets) is one sendmmsg entry with UDP_SEGMENT. The kernel
+// computes the outer UDP checksum. GSO packets and partial checksums
+// from guests' TAP devices are finished in software first (package
+// vnet).
 //
 // A packet longer than the underlay's path MTU less the encapsulation
 // (Port.MTU) is dropped as PKT_TOO_BIG and answered, as the kernel's
