@@ -397,6 +397,38 @@ func TestPortSplitsCoalesced(t *testing.T) {
 	}
 }
 
+// A UDP_SEGMENT send the kernel refuses (its datagrams do not fit the
+// underlay's MTU, which shrank after the port opened) is sent again one
+// datagram at a time, which the kernel fragments, and the queue sends
+// no more runs: nothing is lost.
+func TestPortSegmentRefused(t *testing.T) {
+	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	ns := underlay(t, a, b)
+	_, c := newPool(t)
+	pa := openPort(t, Config{Name: "a", VNI: 42, Local: netip.AddrPortFrom(a, 0), Remotes: []netip.Addr{b}, NetNS: ns.Name})
+	pb := openPort(t, Config{Name: "b", VNI: 42, Local: netip.AddrPortFrom(b, 0), Remotes: []netip.Addr{a}, NetNS: ns.Name})
+	if out, err := ns.Exec("ip", "link", "set", "lo", "mtu", "1500"); err != nil {
+		t.Fatalf("lower the MTU: %v\n%s", err, out)
+	}
+	var frames [][]byte
+	for range 10 {
+		frames = append(frames, frame(macB, macA, 1, 2, 1800))
+	}
+	for round := range 2 {
+		if n := send(t, c, pa, frames...); n != len(frames) {
+			t.Fatalf("round %d: sent %d of %d; stats %+v", round, n, len(frames), pa.Stats())
+		}
+		for i, f := range receive(t, c, pb, len(frames)) {
+			if !bytes.Equal(f, frames[i]) {
+				t.Fatalf("round %d: frame %d differs", round, i)
+			}
+		}
+	}
+	if s := pa.Stats(); s.TxGSOSends != 0 || s.TxDrops.Total() != 0 || s.TxPackets != 20 || s.TxCalls != 1+10+1 {
+		t.Fatalf("want one refused run sent again one by one, then one plain sendmmsg: %+v", s)
+	}
+}
+
 // sendSegmented sends payload from src to dst's VXLAN port with one
 // sendmsg and UDP_SEGMENT: datagrams of size bytes, the last shorter.
 func sendSegmented(t *testing.T, ns *netnstest.NS, src, dst netip.Addr, size int, payload []byte) {

@@ -281,9 +281,10 @@ func (q *rxQueue) start(c *buffer.Cache, i int) bool {
 	size, count := splitting(q.ctl[i*groCmsgLen:][:min(int(msg.Hdr.Controllen), groCmsgLen)], length)
 	var reason drop.Reason
 	switch {
-	case msg.Hdr.Flags&unix.MSG_TRUNC != 0:
+	case msg.Hdr.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
 		// Longer than buffer and spill together: the kernel cut it, and
-		// how it splits is lost with its end.
+		// how it splits is lost with its end (or with its control
+		// message, which has room for UDP_GRO's only).
 		count, reason = 1, drop.PktTooBig
 	case length == 0:
 		count, reason = 1, drop.HdrTrunc

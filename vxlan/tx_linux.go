@@ -84,6 +84,7 @@ type txQueue struct {
 	entFirst []int32
 	entN     []int32
 	next     []int32 // by message: the next of its socket, or -1
+	single   [1]unix.Mmsghdr
 	// pend are the buffers of the queued messages, freed after they were
 	// sent: consumed if any of their datagrams left, else dropped with
 	// the reason of the last that failed. orig is each one's packet in
@@ -450,13 +451,20 @@ func (q *txQueue) flushSocket(sock int) {
 		if err != nil {
 			// The entry at done failed: count its datagrams, go on after
 			// it. A UDP_SEGMENT send the kernel refused for other reasons
-			// than a full buffer (a path MTU that shrank, say) is not
-			// tried again on this queue: its datagrams go one by one.
+			// than a full buffer (an underlay device without checksum
+			// offload, a path MTU that shrank) is not tried again on this
+			// queue: its datagrams, and those that follow, go one by one.
 			reason := sendReason(err)
-			if q.entN[done] > 1 && reason != drop.FullRing {
+			msgs := q.order[q.entFirst[done]:][:q.entN[done]]
+			if len(msgs) > 1 && reason != drop.FullRing {
 				q.gso = false
+				for _, m := range msgs {
+					q.sendOne(fd, m)
+				}
+				done++
+				continue
 			}
-			for _, m := range q.order[q.entFirst[done]:][:q.entN[done]] {
+			for _, m := range msgs {
 				q.ctr.txDrop(reason)
 				q.pendReason[q.owner[m]] = reason
 			}
@@ -468,9 +476,7 @@ func (q *txQueue) flushSocket(sock int) {
 				q.ctr.N[cTxGSOSends]++
 			}
 			for _, m := range q.order[q.entFirst[e]:][:q.entN[e]] {
-				q.pendSent[q.owner[m]] = true
-				q.ctr.N[cTxPackets]++
-				q.ctr.N[cTxBytes] += uint64(q.iovs[2*m+1].Len)
+				q.sentOne(m)
 			}
 		}
 		done += sent
@@ -479,6 +485,36 @@ func (q *txQueue) flushSocket(sock int) {
 		q.out[e].Hdr.Iov, q.out[e].Hdr.Name = nil, nil
 	}
 	clear(q.outIovs[:2*len(q.order)])
+}
+
+// sentOne notes that datagram m left.
+func (q *txQueue) sentOne(m int32) {
+	q.pendSent[q.owner[m]] = true
+	q.ctr.N[cTxPackets]++
+	q.ctr.N[cTxBytes] += uint64(q.iovs[2*m+1].Len)
+}
+
+// sendOne sends datagram m by itself, through socket fd.
+func (q *txQueue) sendOne(fd int, m int32) {
+	h := &q.single[0].Hdr
+	h.Iov = &q.iovs[2*m]
+	h.SetIovlen(2)
+	d := &q.dests[q.dest[m]]
+	h.Name = (*byte)(unsafe.Pointer(&d.sa))
+	h.Namelen = d.namelen
+	sent, err := sendmmsg(fd, q.single[:])
+	q.ctr.N[cTxCalls]++
+	h.Iov, h.Name = nil, nil
+	if err == nil && sent == 1 {
+		q.sentOne(m)
+		return
+	}
+	reason := drop.FullRing
+	if err != nil {
+		reason = sendReason(err)
+	}
+	q.ctr.txDrop(reason)
+	q.pendReason[q.owner[m]] = reason
 }
 
 // plan builds the sendmmsg entries of a socket's queued datagrams:

@@ -700,3 +700,24 @@ func TestVXLANBulk(t *testing.T) {
 		})
 	}
 }
+
+// Over an underlay device without transmit checksum offload, the
+// kernel computes the outer UDP checksum of each datagram of a
+// UDP_SEGMENT send itself (older kernels refuse such sends, and the
+// port then sends the datagrams one by one); the far kernel verifies
+// them, and the transfer arrives whole.
+func TestVXLANUnderlayWithoutChecksumOffload(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "ethtool")
+	ha, hb := newUnderlay(t, false)
+	mustExec(t, ha.ns, "ethtool", "-K", ha.dev, "tx", "off")
+	gs := overlayGuests(t)
+	_, stopA := startOverlaySwitch(t, gs[0], ha, hb)
+	_, stopB := startOverlaySwitch(t, gs[1], hb, ha)
+	ping(t, gs[0], gs[1].v4)
+	transfer(t, gs[0], gs[1], gs[1].v4, 5005, 16<<20)
+	va, vb := vxlanStatsOf(t, stopA()), vxlanStatsOf(t, stopB())
+	t.Logf("without checksum offload: %d UDP_SEGMENT sends; the peer received %d coalesced datagrams", va.TxGSOSends, vb.RxGROBatches)
+	if va.TxDrops.Total() != 0 || vb.RxDrops.Total() != 0 {
+		t.Errorf("datagrams dropped: sending %v, receiving %v", va.TxDrops, vb.RxDrops)
+	}
+}
