@@ -373,18 +373,22 @@ func splitting(ctl []byte, length int) (size, count int) {
 }
 
 // groSize returns the segment size of the UDP_GRO control message in
-// ctl, the control data of a message received, or 0 if it has none.
+// ctl, the control data of a message received, or 0 if it has none. It
+// copies each cmsghdr out rather than point into ctl, which may be any
+// byte slice, aligned or not.
 func groSize(ctl []byte) int {
-	for len(ctl) >= unix.CmsgLen(0) {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
-		n := int(h.Len)
-		if n < unix.CmsgLen(0) || n > len(ctl) {
+	hdr := unix.CmsgLen(0)
+	for len(ctl) >= hdr {
+		var h unix.Cmsghdr
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&h)), unsafe.Sizeof(h)), ctl)
+		n := int(min(uint64(h.Len), uint64(len(ctl)+1)))
+		if n < hdr || n > len(ctl) {
 			return 0
 		}
 		if h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && n >= unix.CmsgLen(4) {
-			return int(*(*int32)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])))
+			return int(int32(binary.NativeEndian.Uint32(ctl[hdr:])))
 		}
-		next := unix.CmsgSpace(n - unix.CmsgLen(0))
+		next := unix.CmsgSpace(n - hdr)
 		if next >= len(ctl) {
 			return 0
 		}
