@@ -24,8 +24,8 @@ const outerLen = HeaderLen
 
 // Bounds of one UDP_SEGMENT send: the kernel's GRO takes at most 64
 // segments (UDP_GRO_CNT_MAX), and the datagram before segmentation must
-// fit an IPv6 payload (the smaller room: 65535 bytes less the UDP
-// header and, for the kernel's check over IPv4, an IPv4 header's 20).
+// fit one IP packet's length field with its UDP and IP headers (40
+// bytes for IPv6's, which leaves room for IPv4's 20).
 const (
 	maxGSOSegments = 64
 	maxGSOPayload  = 65535 - udpLen - 40
@@ -65,12 +65,12 @@ type txQueue struct {
 	// takes and has not refused on this queue.
 	gso bool
 	// The queued datagrams, by index: header slot and frame (iovs, two
-	// each), remote, sending socket, and whether it fits the underlay's
-	// MTU whole, as a segment of a UDP_SEGMENT send must.
+	// each), remote, and whether it fits the underlay's MTU whole, as a
+	// segment of a UDP_SEGMENT send must; bySock lists them by sending
+	// socket, in order (next).
 	iovs   []unix.Iovec
 	hdrs   [][outerLen + 14]byte
 	dest   []int32
-	sock   []int32
 	fits   []bool
 	owner  []int32 // by message: its buffer's index in pend
 	nmsg   int
@@ -125,7 +125,6 @@ func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 		iovs:     make([]unix.Iovec, 2*maxMsgs),
 		hdrs:     make([][outerLen + 14]byte, maxMsgs),
 		dest:     make([]int32, maxMsgs),
-		sock:     make([]int32, maxMsgs),
 		fits:     make([]bool, maxMsgs),
 		owner:    make([]int32, maxMsgs),
 		out:      make([]unix.Mmsghdr, maxMsgs),
@@ -179,7 +178,8 @@ func htons(port uint16) uint16 {
 }
 
 // Transmit encapsulates every frame of bufs and sends the burst with as
-// few sendmmsg calls as its datagrams need (one per maxMsgs). A frame
+// few sendmmsg calls as its datagrams need (one per sending socket its
+// flows use, per maxMsgs datagrams). A frame
 // to a learned station goes to its remote; the others (broadcast,
 // multicast, unknown) to every remote. GSO packets from guests are
 // segmented and partial checksums finished first, in software: a guest
@@ -374,7 +374,7 @@ func (q *txQueue) message(pi, r int32, f []byte, sock int32, fits bool) {
 	q.nmsg++
 	q.iovs[2*i+1].Base = &f[0]
 	q.iovs[2*i+1].SetLen(len(f))
-	q.dest[i], q.sock[i], q.fits[i], q.owner[i] = r, sock, fits, pi
+	q.dest[i], q.fits[i], q.owner[i] = r, fits, pi
 	q.next[i] = -1
 	if l := &q.bySock[sock]; l.first < 0 {
 		l.first, l.last = int32(i), int32(i)
