@@ -40,9 +40,10 @@ type Config struct {
 	// kernel's vxlan uses 8472 unless given dstport).
 	Port   uint16
 	Queues int // one per worker (default 1)
-	// SrcPortMin and SrcPortMax bound the outer source ports, which
-	// come from a hash of the inner flow (default DefaultSrcPortMin to
-	// DefaultSrcPortMax).
+	// SrcPortMin and SrcPortMax bound the outer source ports (default
+	// DefaultSrcPortMin to DefaultSrcPortMax): the port binds a sending
+	// socket to each of up to 16 of them, spread over the range, and a
+	// hash of the inner flow picks one.
 	SrcPortMin, SrcPortMax uint16
 	MaxEntries             int           // learned stations (default DefaultMaxEntries)
 	AgeingTime             time.Duration // default DefaultAgeingTime

@@ -15,11 +15,13 @@
 // It floods and learns as the kernel's vxlan does: each inner source MAC
 // is learned against its remote (Table lists them), and broadcast,
 // multicast and unknown destinations go to every remote. A burst is one
-// recvmmsg or sendmmsg, without a copy. The underlay is untrusted: a
-// datagram from an unknown source, with a bad header or another VNI is a
-// counted drop. A packet longer than MTU() drops as drop.PktTooBig and
-// is answered with ICMP, as the kernel's tunnels do. Config.L3 makes a
-// routed port (SetRoutes), as Flannel's and Calico's backends use it.
+// recvmmsg, with UDP_GRO coalescing a flow's datagrams, and one sendmmsg
+// per sending socket, a flow's equal-sized datagrams going as one
+// UDP_SEGMENT entry. The underlay is untrusted: a datagram from an
+// unknown source, with a bad header or another VNI is a counted drop. A
+// packet longer than MTU() drops as drop.PktTooBig and is answered with
+// ICMP, as the kernel's tunnels do. Config.L3 makes a routed port
+// (SetRoutes), as Flannel's and Calico's backends use it.
 //
 // Design: docs/design.md, "VXLAN overlay ports".
 package vxlan

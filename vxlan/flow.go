@@ -72,10 +72,3 @@ func portsOf(proto byte, l4 []byte) []byte {
 	}
 	return nil
 }
-
-// sourcePort maps a flow hash onto the ports lo to hi (inclusive) evenly,
-// with a multiplication instead of a division.
-func sourcePort(hash uint32, lo, hi uint16) uint16 {
-	span := uint64(hi-lo) + 1
-	return lo + uint16(uint64(hash)*span>>32)
-}

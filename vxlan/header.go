@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 
 	"softnet.dev/drop"
-	"softnet.dev/packet"
 )
 
 // Sizes of the encapsulation (RFC 7348): the VXLAN header, and what the
@@ -52,23 +51,4 @@ func Decode(d []byte, vni uint32) ([]byte, bool, drop.Reason) {
 		return nil, false, drop.VXLANVNINotFound
 	}
 	return d[HeaderLen:], true, drop.NotSpecified
-}
-
-// putOuter writes the UDP and VXLAN headers of a datagram of length
-// bytes (UDP header included) into hdr[:udpLen+HeaderLen], and its UDP
-// checksum, which covers all of hdr (a routed port's inner Ethernet
-// header follows the VXLAN header there), an even number of bytes, and
-// partial: the rest of the sum, folded or not, of the pseudo-header
-// (addresses, protocol, length) and the data that follows hdr.
-func putOuter(hdr []byte, sport, dport uint16, vni uint32, length int, partial uint32) {
-	binary.BigEndian.PutUint16(hdr[0:2], sport)
-	binary.BigEndian.PutUint16(hdr[2:4], dport)
-	binary.BigEndian.PutUint16(hdr[4:6], uint16(length))
-	binary.BigEndian.PutUint16(hdr[6:8], 0)
-	PutHeader(hdr[udpLen:], vni)
-	sum := packet.Checksum(hdr, partial)
-	if sum == 0 {
-		sum = 0xffff // 0 would mean no checksum (RFC 768)
-	}
-	binary.BigEndian.PutUint16(hdr[6:8], sum)
 }

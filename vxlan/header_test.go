@@ -75,55 +75,25 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-// The UDP checksum putOuter writes, from the pseudo-header's addresses,
-// the length and the frame's sum taken apart, must be the one computed
-// over the whole datagram at once, for both families and odd frames.
-func TestPutOuterChecksum(t *testing.T) {
-	for _, pair := range [][2]string{{"198.18.0.1", "198.18.0.2"}, {"2001:db8::1", "2001:db8::2"}} {
-		src, dst := netip.MustParseAddr(pair[0]), netip.MustParseAddr(pair[1])
-		for _, payload := range []int{0, 1, 17, 1400} {
-			f := frame(macB, macA, 7, 9, payload)
-			d := make([]byte, outerLenForTest+len(f))
-			copy(d[outerLenForTest:], f)
-			inner := uint32(^packet.Checksum(f, 0))
-			pseudo := packet.PseudoHeaderChecksum(17, src, dst, 0)
-			putOuter(d[:outerLenForTest], 40000, DefaultPort, 7, len(d), pseudo+uint32(len(d))+inner)
-			// A datagram with a correct checksum sums to zero with its
-			// pseudo-header.
-			if s := packet.Checksum(d, packet.PseudoHeaderChecksum(17, src, dst, len(d))); s != 0 {
-				t.Errorf("%v, payload %d: datagram does not check (0x%04x)", src, payload, s)
-			}
-			if got := binary.BigEndian.Uint16(d[4:6]); int(got) != len(d) {
-				t.Errorf("UDP length %d, want %d", got, len(d))
-			}
-			if _, ok, _ := Decode(d[udpLen:], 7); !ok {
-				t.Error("putOuter's VXLAN header does not decode")
-			}
-		}
-	}
-}
-
-const outerLenForTest = udpLen + HeaderLen
-
-func TestSourcePort(t *testing.T) {
-	seen := map[uint16]bool{}
+// A flow's hash picks one sending socket, and so one source port, and
+// flows spread over all of them.
+func TestSenderOf(t *testing.T) {
+	seen := map[int]bool{}
 	for sp := range uint16(200) {
 		f := frame(macB, macA, 1000+sp, 80, 0)
 		h := flowHash(f)
 		if flowHash(f) != h {
 			t.Fatal("hash not stable")
 		}
-		p := sourcePort(h, DefaultSrcPortMin, DefaultSrcPortMax)
-		if p < DefaultSrcPortMin || p > DefaultSrcPortMax {
-			t.Fatalf("port %d outside the range", p)
+		seen[senderOf(h, maxSenders)] = true
+	}
+	if len(seen) != maxSenders {
+		t.Errorf("200 flows took only %d of %d sending sockets", len(seen), maxSenders)
+	}
+	for _, h := range []uint32{0, 1, 1 << 31, ^uint32(0)} {
+		if i := senderOf(h, 3); i < 0 || i >= 3 {
+			t.Errorf("hash %#x: socket %d of 3", h, i)
 		}
-		seen[p] = true
-	}
-	if len(seen) < 150 {
-		t.Errorf("200 flows took only %d source ports", len(seen))
-	}
-	if p := sourcePort(^uint32(0), 5, 5); p != 5 {
-		t.Errorf("one-port range gave %d", p)
 	}
 	// A later IP fragment hashes without ports, like its first piece's
 	// other fragments: the flow stays on one path.

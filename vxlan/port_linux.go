@@ -41,6 +41,11 @@ type Port struct {
 	routes atomic.Pointer[[]route]
 	rx     []*rxQueue
 	tx     []*txQueue
+	// senders are the sending sockets, shared by the transmit queues;
+	// a flow's hash picks one (senderOf).
+	senders []sender
+	// gso: the kernel takes UDP_SEGMENT (Linux 4.18 and later).
+	gso bool
 
 	closeMu sync.Mutex
 	closed  atomic.Bool
@@ -50,12 +55,13 @@ var _ port.Port = (*Port)(nil)
 
 // Open opens the port's sockets in cfg.NetNS: per queue, a UDP socket
 // bound to cfg.Local that receives (with SO_REUSEPORT between the
-// queues, so the kernel spreads the remotes' flows over them) and a raw
-// UDP socket that sends the datagrams whose UDP headers the queue
-// builds, so that each inner flow gets its own outer source port
-// (RFC 7348 section 5) while the kernel still routes, chooses the outer
-// IP header and fragments as for any socket. The raw socket is for
-// sending only: a filter keeps received copies out of it.
+// queues, so the kernel spreads the remotes' flows over them), with
+// UDP_GRO; and for the port, up to maxSenders UDP sockets that only
+// send, each bound to a source port of the configured range, so that
+// each inner flow, by its hash, keeps one outer source port (RFC 7348
+// section 5) while the kernel routes, fills in the outer IP header and
+// the UDP checksum, fragments, and sends runs of equal datagrams handed
+// over at once with UDP_SEGMENT.
 func Open(cfg Config) (*Port, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -78,17 +84,18 @@ func Open(cfg Config) (*Port, error) {
 	p.routes.Store(&[]route{})
 	err := netns.Do(cfg.NetNS, func() error {
 		p.mtu = p.innerMTU()
-		for i := range cfg.Queues {
+		for range cfg.Queues {
 			rfd, err := p.openUDP()
 			if err != nil {
 				return err
 			}
 			p.rx = append(p.rx, newRxQueue(p, rfd))
-			tfd, err := p.openRaw()
-			if err != nil {
-				return err
-			}
-			p.tx = append(p.tx, newTxQueue(p, tfd, p.rx[i]))
+		}
+		if err := p.openSenders(); err != nil {
+			return err
+		}
+		for i := range cfg.Queues {
+			p.tx = append(p.tx, newTxQueue(p, p.rx[i]))
 		}
 		return nil
 	})
@@ -163,6 +170,10 @@ func (p *Port) openUDP() (int, error) {
 		}
 	}
 	setBuffer(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF)
+	// Runs of datagrams of one flow arrive as one, with their segment
+	// size; a kernel without UDP_GRO (before 5.0) hands them over one by
+	// one, which the queue handles as well.
+	_ = unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1)
 	if err := unix.Bind(fd, sockaddr(p.cfg.Local.Addr(), p.cfg.Local.Port())); err != nil {
 		if errors.Is(err, unix.EADDRINUSE) {
 			err = fmt.Errorf("%w (a kernel vxlan device or another program on this port?)", err)
@@ -172,29 +183,70 @@ func (p *Port) openUDP() (int, error) {
 	return fd, nil
 }
 
-// openRaw opens a sending socket for UDP datagrams with the local
-// address as source.
-func (p *Port) openRaw() (int, error) {
-	fd, err := unix.Socket(p.family(), unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+// maxSenders bounds the sending sockets of a port, and so the outer
+// source ports its flows spread over.
+const maxSenders = 16
+
+// sender is a sending socket and the source port it is bound to.
+type sender struct {
+	fd   int
+	port uint16
+}
+
+// openSenders opens the sending sockets: up to maxSenders, each bound to
+// a port of its own stripe of the source port range; a port in use (by
+// another program, or another port on the same address) is skipped for
+// the next of its stripe. It fails only if no port of the range could
+// be bound.
+func (p *Port) openSenders() error {
+	lo, hi := int(p.cfg.SrcPortMin), int(p.cfg.SrcPortMax)
+	span := hi - lo + 1
+	n := min(maxSenders, span)
+	var lastErr error
+	for i := range n {
+		first, end := lo+i*span/n, lo+(i+1)*span/n
+		for port := first; port < end && port < first+64; port++ {
+			fd, err := p.openSender(uint16(port))
+			if err == nil {
+				p.senders = append(p.senders, sender{fd: fd, port: uint16(port)})
+				break
+			}
+			lastErr = err
+			if !errors.Is(err, unix.EADDRINUSE) {
+				return err
+			}
+		}
+	}
+	if len(p.senders) == 0 {
+		return fmt.Errorf("no source port of %d-%d free: %w", lo, hi, lastErr)
+	}
+	p.gso = unix.SetsockoptInt(p.senders[0].fd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
+	return nil
+}
+
+// openSender opens a socket that sends UDP datagrams from the local
+// address and port and receives none.
+func (p *Port) openSender(port uint16) (int, error) {
+	fd, err := unix.Socket(p.family(), unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
-		return -1, fmt.Errorf("raw udp socket: %w", err)
+		return -1, fmt.Errorf("udp socket: %w", err)
 	}
 	fail := func(what string, err error) (int, error) {
 		unix.Close(fd)
-		return -1, fmt.Errorf("raw udp socket %v: %s: %w", p.cfg.Local.Addr(), what, err)
+		return -1, fmt.Errorf("sending udp socket %v: %s: %w", netip.AddrPortFrom(p.cfg.Local.Addr(), port), what, err)
 	}
-	// A raw socket gets a copy of every UDP datagram the host receives;
-	// this one only sends.
+	if p.family() == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("IPV6_V6ONLY", err)
+		}
+	}
+	// Anyone may send to the port: the socket keeps nothing, and asks for
+	// the least receive buffer.
 	dropAll := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
 	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &dropAll[0]}); err != nil {
 		return fail("drop filter", err)
 	}
-	var scratch [64]byte
-	for { // what arrived before the filter
-		if _, _, err := unix.Recvfrom(fd, scratch[:], unix.MSG_DONTWAIT); err != nil {
-			break
-		}
-	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 0)
 	if p.family() == unix.AF_INET {
 		// As the kernel's vxlan by default: no DF on the outer header, so
 		// a frame too big for the underlay is fragmented, not lost.
@@ -203,10 +255,16 @@ func (p *Port) openRaw() (int, error) {
 		}
 	}
 	setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF)
-	if err := unix.Bind(fd, sockaddr(p.cfg.Local.Addr(), 0)); err != nil {
+	if err := unix.Bind(fd, sockaddr(p.cfg.Local.Addr(), port)); err != nil {
 		return fail("bind", err)
 	}
 	return fd, nil
+}
+
+// senderOf returns the index of the sending socket of a flow's hash, of
+// n sockets, with a multiplication instead of a division.
+func senderOf(hash uint32, n int) int {
+	return int(uint64(hash) * uint64(n) >> 32)
 }
 
 // setBuffer asks for socketBuffer bytes, past the system's limit if the
@@ -260,6 +318,7 @@ func (p *Port) CloseInto(c *buffer.Cache) error {
 		}
 		clear(q.pending)
 		q.pending = q.pending[:0]
+		q.purge(c)
 	}
 	return p.closeSockets()
 }
@@ -269,8 +328,8 @@ func (p *Port) closeSockets() error {
 	for _, q := range p.rx {
 		errs = append(errs, unix.Close(q.fd))
 	}
-	for _, q := range p.tx {
-		errs = append(errs, unix.Close(q.fd))
+	for _, sd := range p.senders {
+		errs = append(errs, unix.Close(sd.fd))
 	}
 	return errors.Join(errs...)
 }

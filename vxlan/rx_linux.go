@@ -3,7 +3,6 @@ package vxlan
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -14,14 +13,36 @@ import (
 	"softnet.dev/port"
 )
 
-// maxBurst bounds the datagrams one Receive takes.
-const maxBurst = 256
+// maxBurst bounds the datagrams one recvmmsg takes: each may be a run
+// of up to 64 that UDP_GRO coalesced, and needs room for 64 KiB.
+const maxBurst = 32
 
 // minRoom is what a receive buffer must hold: an Ethernet frame of a
 // 1500-byte MTU with a VLAN tag, and the VXLAN header before it.
 const minRoom = 1500 + 18 + HeaderLen
 
+// spillRoom is the room for one received datagram, the longest UDP
+// payload (over IPv6) rounded up: what the buffer does not hold spills
+// into its message's part of the queue's spill area.
+const spillRoom = 1 << 16
+
+// groCmsgLen is the room of a UDP_GRO control message: a cmsghdr and the
+// segment size (an int).
+var groCmsgLen = unix.CmsgSpace(4)
+
 // rxQueue receives one queue's datagrams. Only its worker touches it.
+//
+// Each message of a recvmmsg gathers into two places: a buffer of the
+// burst's bulk get, where a datagram that fits lands ready to hand
+// over, its inner frame where a fresh buffer's data starts; and the
+// message's part of the spill area, for the rest of a longer one. A
+// datagram that UDP_GRO coalesced from a run of one flow's datagrams
+// (the control message gives their size) is split again: the first
+// stays in the buffer, the others are copied from the spill area into
+// buffers of their own. The inner frames of a run, a TCP flow's
+// segments, reach the egress port one after another in the burst, so
+// that a TAP or TUN port with GRO coalesces them once more for its
+// guest.
 type rxQueue struct {
 	_   [cacheline.Size]byte
 	p   *Port
@@ -35,17 +56,18 @@ type rxQueue struct {
 	// for (a queue is polled through one worker's cache).
 	pool  *buffer.Pool
 	class buffer.Class
-	// large is the class that holds a whole GSO datagram, taken instead
-	// of class for largeHold after a datagram did not fit (hasLarge: the
-	// pool has one).
-	large      buffer.Class
-	hasLarge   bool
-	largeUntil int64
-	bufs       []*buffer.Buf
-	msgs       []unix.Mmsghdr
-	iovs       []unix.Iovec
-	names      []unix.RawSockaddrInet6 // large enough for either family
-	learn      pending
+	bufs  []*buffer.Buf // by message; nil once handed over or freed
+	msgs  []unix.Mmsghdr
+	iovs  []unix.Iovec            // two per message: buffer, spill
+	names []unix.RawSockaddrInet6 // large enough for either family
+	ctl   []byte                  // groCmsgLen per message
+	spill []byte                  // spillRoom per message
+	// The messages of the last recvmmsg not split yet (a burst may end
+	// in the middle of a coalesced datagram): nrecv received, next the
+	// one being split, seg its next datagram, cur what it is.
+	nrecv, next, seg int
+	cur              split
+	learn            pending
 	// pending are ICMP errors the queue's transmit side made for guests
 	// whose packets were too big, handed over first by the next Receive
 	// on the same worker; notify has the worker poll the queue for them.
@@ -53,6 +75,15 @@ type rxQueue struct {
 	notify  func()
 	ctr     counters
 	_       [cacheline.Size]byte
+}
+
+// split is a received message, as its datagrams are split off.
+type split struct {
+	remote  int
+	length  int // of the message
+	size    int // of each datagram but the last (the message's length if one)
+	count   int // datagrams
+	spilled bool
 }
 
 var (
@@ -65,8 +96,10 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 		p: p, fd: fd, vni: p.cfg.VNI,
 		bufs:    make([]*buffer.Buf, maxBurst),
 		msgs:    make([]unix.Mmsghdr, maxBurst),
-		iovs:    make([]unix.Iovec, maxBurst),
+		iovs:    make([]unix.Iovec, 2*maxBurst),
 		names:   make([]unix.RawSockaddrInet6, maxBurst),
+		ctl:     make([]byte, maxBurst*groCmsgLen),
+		spill:   make([]byte, maxBurst*spillRoom),
 		pending: make([]*buffer.Buf, 0, maxPendingErrors),
 		ctr:     newCounters(),
 	}
@@ -80,14 +113,14 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 	for i := range q.msgs {
 		h := &q.msgs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&q.names[i]))
-		h.Iov = &q.iovs[i]
-		h.SetIovlen(1)
+		h.Iov = &q.iovs[2*i]
+		h.Control = &q.ctl[i*groCmsgLen]
 	}
 	return q
 }
 
 // syncPool picks the smallest class whose buffers hold minRoom, or the
-// largest: a datagram longer than a buffer is dropped as PKT_TOO_BIG.
+// largest.
 func (q *rxQueue) syncPool(c *buffer.Cache) {
 	p := c.Pool()
 	if p == q.pool {
@@ -99,25 +132,18 @@ func (q *rxQueue) syncPool(c *buffer.Cache) {
 	} else {
 		q.class = buffer.Class(p.NumClasses() - 1)
 	}
-	q.large, q.hasLarge = p.ClassFor(maxDatagram)
-	q.hasLarge = q.hasLarge && q.large != q.class
 }
-
-// maxDatagram is the longest UDP payload over IPv4.
-const maxDatagram = 65535 - 20 - udpLen
-
-// largeHold is how long a queue takes large buffers after a datagram
-// did not fit: a peer that sends GSO datagrams sends many.
-const largeHold = int64(10 * time.Second)
 
 // maxPendingErrors bounds the ICMP errors waiting for the next Receive:
 // more in one burst would only repeat themselves.
 const maxPendingErrors = 16
 
-// Receive hands over the ICMP errors waiting, then takes buffers for a
-// burst in one bulk get, receives up to as many datagrams with one
-// recvmmsg, and hands over the inner frames of those that are valid,
-// learning their source MACs. Unused buffers go back to the cache.
+// Receive hands over the ICMP errors waiting, then the inner frames of
+// the datagrams received and not handed over yet, if any, else takes
+// buffers for a burst in one bulk get, receives up to as many messages
+// with one recvmmsg, and hands over the inner frames of the datagrams
+// that are valid, learning their source MACs. Unused buffers go back to
+// the cache.
 func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if q.p.closed.Load() {
 		return 0, q.p.downError("receive")
@@ -135,25 +161,35 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 // receive is Receive's part that reads the socket.
 func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	q.syncPool(c)
-	n := min(len(bufs), maxBurst)
-	if n == 0 {
+	if len(bufs) == 0 {
 		return 0, nil
 	}
 	now := clock()
-	class := q.class
-	if q.hasLarge && now < q.largeUntil {
-		class = q.large
+	if q.next >= q.nrecv {
+		if err := q.recv(c, min(len(bufs), maxBurst)); err != nil {
+			return 0, err
+		}
 	}
+	out := q.splitAll(c, bufs, now)
+	q.p.fdb.commit(&q.learn, now)
+	q.ctr.publish()
+	return out, nil
+}
+
+// recv receives up to n messages into buffers of one bulk get and the
+// spill area, and starts splitting them.
+func (q *rxQueue) recv(c *buffer.Cache, n int) error {
+	q.nrecv, q.next, q.seg = 0, 0, 0
 	got := q.bufs[:n]
-	if c.GetBulk(got, class) != nil {
-		// Too few for the burst: one datagram at a time, or none.
-		b, err := c.Get(class)
+	if c.GetBulk(got, q.class) != nil {
+		// Too few for the burst: one message at a time, or none.
+		b, err := c.Get(q.class)
 		if err != nil {
 			// The datagrams stay in the socket, which drops for us if it
 			// overflows meanwhile.
 			q.ctr.rxDrop(drop.NoMem)
 			q.ctr.publish()
-			return 0, nil
+			return nil
 		}
 		got = q.bufs[:1]
 		got[0] = b
@@ -163,66 +199,210 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		// inner frame starts where a fresh buffer's data does.
 		off := b.Headroom() - HeaderLen
 		frame := b.Frame()
-		q.iovs[i].Base = &frame[off]
-		q.iovs[i].SetLen(len(frame) - off)
-		q.msgs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
-		q.msgs[i].Hdr.Flags = 0
+		room := len(frame) - off
+		q.iovs[2*i].Base = &frame[off]
+		q.iovs[2*i].SetLen(room)
+		h := &q.msgs[i].Hdr
+		if room < spillRoom {
+			q.iovs[2*i+1].Base = &q.spill[i*spillRoom+room]
+			q.iovs[2*i+1].SetLen(spillRoom - room)
+			h.SetIovlen(2)
+		} else {
+			h.SetIovlen(1)
+		}
+		h.Namelen = unix.SizeofSockaddrInet6
+		h.SetControllen(groCmsgLen)
+		h.Flags = 0
 	}
 	m, err := recvmmsg(q.fd, q.msgs[:len(got)])
 	q.ctr.N[cRxCalls]++
 	if err != nil {
 		c.ConsumeBulk(got) // unused, not lost packets
 		clear(got)
-		q.ctr.publish()
 		if err == unix.EAGAIN {
-			return 0, nil
+			return nil
 		}
-		return 0, fmt.Errorf("vxlan %s: recvmmsg: %w: %w", q.p.cfg.Name, port.ErrDown, err)
-	}
-	out := 0
-	for i, b := range got[:m] {
-		ok, reason := q.accept(b, i, now)
-		if !ok {
-			q.ctr.rxDrop(reason)
-			c.Drop(b, reason)
-			continue
-		}
-		bufs[out] = b
-		out++
-		q.ctr.N[cRxPackets]++
-		q.ctr.N[cRxBytes] += uint64(b.Len())
+		q.ctr.publish()
+		return fmt.Errorf("vxlan %s: recvmmsg: %w: %w", q.p.cfg.Name, port.ErrDown, err)
 	}
 	if m < len(got) {
 		c.ConsumeBulk(got[m:])
+		clear(got[m:])
 	}
-	clear(got)
-	q.p.fdb.commit(&q.learn, now)
-	q.ctr.publish()
-	return out, nil
+	q.nrecv = m
+	return nil
 }
 
-// accept validates datagram i, received into b, and sets b's data window
-// to its inner frame.
-func (q *rxQueue) accept(b *buffer.Buf, i int, now int64) (bool, drop.Reason) {
-	msg := &q.msgs[i]
-	if msg.Hdr.Flags&unix.MSG_TRUNC != 0 {
-		// Likely a GSO datagram from a peer's offload over a veth: this
-		// one is lost, those that follow will fit.
-		if q.hasLarge {
-			q.largeUntil = now + largeHold
+// splitAll hands over into bufs the inner frames of the messages
+// received and not split yet, until they or bufs run out, and returns
+// how many it handed over.
+func (q *rxQueue) splitAll(c *buffer.Cache, bufs []*buffer.Buf, now int64) int {
+	out := 0
+	for q.next < q.nrecv && out < len(bufs) {
+		i := q.next
+		if q.seg == 0 && !q.start(c, i) {
+			q.next++
+			continue
 		}
-		return false, drop.PktTooBig
+		for q.seg < q.cur.count && out < len(bufs) {
+			b, reason := q.datagram(c, i, q.seg)
+			q.seg++
+			if b != nil {
+				var ok bool
+				if ok, reason = q.accept(b, now); ok {
+					bufs[out] = b
+					out++
+					q.ctr.N[cRxPackets]++
+					q.ctr.N[cRxBytes] += uint64(b.Len())
+					continue
+				}
+				c.Drop(b, reason)
+			}
+			q.ctr.rxDrop(reason)
+		}
+		if q.seg == q.cur.count {
+			if b := q.bufs[i]; b != nil {
+				c.Consume(b) // what was in it was copied out
+				q.bufs[i] = nil
+			}
+			q.next, q.seg = i+1, 0
+		}
 	}
-	remote := q.remote(&q.names[i], msg.Hdr.Namelen)
-	if remote < 0 {
-		return false, drop.IPRPFilter
-	}
-	off := b.Headroom() - HeaderLen
+	return out
+}
+
+// start looks at message i before its datagrams are split off: it
+// drops a message that was cut short or is not from a remote, counting
+// each datagram in it, and reports false; else it notes in cur how the
+// message splits and reports true.
+func (q *rxQueue) start(c *buffer.Cache, i int) bool {
+	msg := &q.msgs[i]
 	length := int(msg.Len)
-	frame := b.Frame()
-	if length > len(frame)-off {
-		return false, drop.PktTooBig
+	size, count := splitting(q.ctl[i*groCmsgLen:][:min(int(msg.Hdr.Controllen), groCmsgLen)], length)
+	var reason drop.Reason
+	switch {
+	case msg.Hdr.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
+		// Longer than buffer and spill together: the kernel cut it, and
+		// how it splits is lost with its end (or with its control
+		// message, which has room for UDP_GRO's only).
+		count, reason = 1, drop.PktTooBig
+	case length == 0:
+		count, reason = 1, drop.HdrTrunc
+	default:
+		if remote := q.remote(&q.names[i], msg.Hdr.Namelen); remote >= 0 {
+			q.cur = split{remote: remote, length: length, size: size, count: count}
+			if count > 1 {
+				q.ctr.N[cRxGROBatches]++
+			}
+			if room := int(q.iovs[2*i].Len); count > 1 || length > room {
+				// The spill area gets the buffer's part too: the datagrams
+				// after the first are copied from it, whole.
+				copy(q.spill[i*spillRoom:][:min(length, room)], q.bufData(i, min(length, room)))
+				q.cur.spilled = true
+			}
+			return true
+		}
+		reason = drop.IPRPFilter
 	}
+	for range count {
+		q.ctr.rxDrop(reason)
+	}
+	c.Drop(q.bufs[i], reason)
+	q.bufs[i] = nil
+	return false
+}
+
+// bufData returns the first n bytes message i received into its
+// buffer.
+func (q *rxQueue) bufData(i, n int) []byte {
+	return unsafe.Slice(q.iovs[2*i].Base, n)
+}
+
+// datagram returns datagram j of message i in a buffer of its own, the
+// VXLAN header at the end of its headroom, or nil and why not. The first
+// is where it was received if it fits there, the others are copied.
+func (q *rxQueue) datagram(c *buffer.Cache, i, j int) (*buffer.Buf, drop.Reason) {
+	from, to := segment(q.cur.length, q.cur.size, j)
+	if j == 0 && to <= int(q.iovs[2*i].Len) {
+		b := q.bufs[i]
+		q.bufs[i] = nil
+		q.setLen(b, to)
+		return b, drop.NotSpecified
+	}
+	d := q.spill[i*spillRoom:][from:to]
+	if len(d) < HeaderLen+minInnerLen {
+		return nil, drop.HdrTrunc
+	}
+	class, ok := c.Pool().ClassFor(len(d) - HeaderLen)
+	if !ok {
+		return nil, drop.PktTooBig
+	}
+	b, err := c.Get(class)
+	if err != nil {
+		return nil, drop.NoMem
+	}
+	copy(b.Frame()[b.Headroom()-HeaderLen:], d)
+	q.setLen(b, len(d))
+	return b, drop.NotSpecified
+}
+
+// setLen sets a fresh buffer's data window to the n bytes of a datagram
+// received or copied to the end of its headroom: the VXLAN header and
+// the inner frame. accept moves its start past the headers.
+func (q *rxQueue) setLen(b *buffer.Buf, n int) {
+	b.SetData(b.Headroom()-HeaderLen, n)
+}
+
+// segment returns where datagram j of a coalesced one of length bytes,
+// split into datagrams of size bytes (the last may be shorter), starts
+// and ends.
+func segment(length, size, j int) (from, to int) {
+	from = j * size
+	return from, min(from+size, length)
+}
+
+// splitting returns how a message of length bytes received with the
+// control data ctl splits: into count datagrams of size bytes, the last
+// possibly shorter (none if length is 0).
+func splitting(ctl []byte, length int) (size, count int) {
+	size = groSize(ctl)
+	if size <= 0 || size >= length {
+		size = max(length, 1)
+	}
+	return size, (length + size - 1) / size
+}
+
+// groSize returns the segment size of the UDP_GRO control message in
+// ctl, the control data of a message received, or 0 if it has none. It
+// copies each cmsghdr out rather than point into ctl, which may be any
+// byte slice, aligned or not.
+func groSize(ctl []byte) int {
+	hdr := unix.CmsgLen(0)
+	for len(ctl) >= hdr {
+		var h unix.Cmsghdr
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&h)), unsafe.Sizeof(h)), ctl)
+		n := int(min(uint64(h.Len), uint64(len(ctl)+1)))
+		if n < hdr || n > len(ctl) {
+			return 0
+		}
+		if h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && n >= unix.CmsgLen(4) {
+			return int(int32(binary.NativeEndian.Uint32(ctl[hdr:])))
+		}
+		next := unix.CmsgSpace(n - hdr)
+		if next >= len(ctl) {
+			return 0
+		}
+		ctl = ctl[next:]
+	}
+	return 0
+}
+
+// accept validates a datagram in b, whose data window holds it from its
+// VXLAN header on, and sets b's data window to its inner frame.
+func (q *rxQueue) accept(b *buffer.Buf, now int64) (bool, drop.Reason) {
+	off := b.Headroom()
+	length := b.Len()
+	frame := b.Frame()
 	inner, ok, reason := Decode(frame[off:off+length], q.vni)
 	if !ok {
 		return false, reason
@@ -248,9 +428,21 @@ func (q *rxQueue) accept(b *buffer.Buf, i int, now int64) (bool, drop.Reason) {
 		q.ctr.N[cRxCsumFinished]++
 	}
 	if !q.p.cfg.L3 {
-		q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), remote, now)
+		q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), q.cur.remote, now)
 	}
 	return true, drop.NotSpecified
+}
+
+// purge frees the buffers of messages received and not split yet, on
+// Close.
+func (q *rxQueue) purge(c *buffer.Cache) {
+	for i := q.next; i < q.nrecv; i++ {
+		if b := q.bufs[i]; b != nil && c != nil {
+			c.Drop(b, drop.QueuePurge)
+		}
+		q.bufs[i] = nil
+	}
+	q.nrecv, q.next, q.seg = 0, 0, 0
 }
 
 // remote returns the index in the port's remotes of a datagram's
@@ -277,9 +469,10 @@ func (q *rxQueue) remote(sa *unix.RawSockaddrInet6, namelen uint32) int {
 // FD returns the socket: level-triggered readable while datagrams wait.
 func (q *rxQueue) FD() int { return q.fd }
 
-// Arm reports no pending datagrams: epoll on the socket is
-// level-triggered, so one already queued wakes the worker at once.
-func (q *rxQueue) Arm() bool { return false }
+// Arm reports whether datagrams received wait to be handed over; those
+// still in the socket wake the worker at once, as epoll on it is
+// level-triggered.
+func (q *rxQueue) Arm() bool { return q.next < q.nrecv }
 
 // Disarm does nothing: there is nothing to arm.
 func (q *rxQueue) Disarm() {}

@@ -48,6 +48,12 @@ type Stats struct {
 	// packet.
 	RxCalls uint64 `json:"rx_calls"`
 	TxCalls uint64 `json:"tx_calls"`
+	// TxGSOSends counts the runs of datagrams sent as one with
+	// UDP_SEGMENT (each run's datagrams count in TxPackets);
+	// RxGROBatches the datagrams the kernel handed over coalesced by
+	// UDP_GRO, each split into the datagrams it was made of.
+	TxGSOSends   uint64 `json:"tx_gso_sends"`
+	RxGROBatches uint64 `json:"rx_gro_batches"`
 	// The learned stations: now, learned, moved to another remote, not
 	// learned because the table was full, and aged out.
 	Stations     int    `json:"stations"`
@@ -72,6 +78,8 @@ const (
 	cTooBig
 	cRxCalls
 	cTxCalls
+	cTxGSOSends
+	cRxGROBatches
 	cRxDrops                                      // + drop.Reason
 	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
 	numCounters = cTxDrops + int(drop.NumReasons)
@@ -108,6 +116,8 @@ func statsOf(qs []*counters) Stats {
 		RxGSO:          sum[cRxGSO],
 		RxCalls:        sum[cRxCalls],
 		TxCalls:        sum[cTxCalls],
+		TxGSOSends:     sum[cTxGSOSends],
+		RxGROBatches:   sum[cRxGROBatches],
 	}
 	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
 	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])

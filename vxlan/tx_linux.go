@@ -1,6 +1,7 @@
 package vxlan
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"unsafe"
 
@@ -14,47 +15,76 @@ import (
 	"softnet.dev/vnet"
 )
 
-// maxMsgs bounds the datagrams one sendmmsg sends.
+// maxMsgs bounds the datagrams one flush sends.
 const maxMsgs = 256
 
-// outerLen is what a queue puts before each inner frame: the UDP header
-// (the kernel adds the IP header) and the VXLAN header.
-const outerLen = udpLen + HeaderLen
+// outerLen is what a queue puts before each inner frame: the VXLAN
+// header (the kernel adds the UDP and IP headers).
+const outerLen = HeaderLen
 
-// dest is a remote as sendmmsg addresses it, with the part of the UDP
-// checksum's pseudo-header that does not change.
-type dest struct {
-	sa      unix.RawSockaddrInet6 // or a RawSockaddrInet4 in its first bytes
-	namelen uint32
-	pseudo  uint32 // the addresses and protocol, folded
-}
+// Bounds of one UDP_SEGMENT send: the kernel's GRO takes at most 64
+// segments (UDP_GRO_CNT_MAX), and the datagram before segmentation must
+// fit one IP packet's length field with its UDP and IP headers (40
+// bytes for IPv6's, which leaves room for IPv4's 20).
+const (
+	maxGSOSegments = 64
+	maxGSOPayload  = 65535 - udpLen - 40
+)
+
+// gsoCmsgLen is the room of a UDP_SEGMENT control message: a cmsghdr and
+// the segment size (a uint16), aligned.
+var gsoCmsgLen = unix.CmsgSpace(2)
 
 // txQueue sends one queue's frames. Only its worker touches it.
 //
-// Each frame's outer UDP and VXLAN headers are written into a header
-// slot of the queue, not into the buffer's headroom, and each datagram is
-// gathered from its slot and the frame by sendmmsg: a frame flooded to
-// several remotes is one buffer, shared read-only with the other ports
-// it goes to, whose UDP checksum differs per remote.
+// Each frame's VXLAN header (and a routed port's inner Ethernet header)
+// is written into a header slot of the queue, not into the buffer's
+// headroom, and each datagram is gathered from its slot and the frame by
+// the kernel without a copy: a frame flooded to several remotes is one
+// buffer, shared read-only with the other ports it goes to.
+//
+// A flush sends the queued datagrams through the sending socket of each
+// one's flow (its source port), one sendmmsg per socket in use, in the
+// order they were queued: a flow's datagrams stay in order. Consecutive
+// datagrams of one socket to one remote whose lengths are equal (the
+// last may be shorter) are one entry of that sendmmsg, with UDP_SEGMENT:
+// the segments software GSO made of a guest's TSO packet, or a burst of
+// one flow's equal packets, cost the kernel one datagram's way through
+// its stack.
 type txQueue struct {
-	_                      [cacheline.Size]byte
-	p                      *Port
-	fd                     int
-	vni                    uint32
-	dstPort                uint16
-	srcPortMin, srcPortMax uint16
-	dests                  []dest
-	all                    []int32 // every remote's index: the flood list
+	_       [cacheline.Size]byte
+	p       *Port
+	vni     uint32
+	senders []sender
+	dests   []dest
+	all     []int32 // every remote's index: the flood list
 
 	l3    bool         // a routed port: IP packets, each to its route's remote
 	layer packet.Layer // of the packets Transmit gets
-	msgs  []unix.Mmsghdr
-	iovs  []unix.Iovec // two per message: header slot, frame
-	// hdrs are the header slots: UDP and VXLAN headers, and a routed
-	// port's inner Ethernet header.
-	hdrs  [][outerLen + 14]byte
-	owner []int32 // by message: its buffer's index in pend
-	nmsg  int
+	// gso: datagrams may be sent with UDP_SEGMENT, which the kernel
+	// takes and has not refused on this queue.
+	gso bool
+	// The queued datagrams, by index: header slot and frame (iovs, two
+	// each), remote, and whether it fits the underlay's MTU whole, as a
+	// segment of a UDP_SEGMENT send must; bySock lists them by sending
+	// socket, in order (next).
+	iovs   []unix.Iovec
+	hdrs   [][outerLen + 14]byte
+	dest   []int32
+	fits   []bool
+	owner  []int32 // by message: its buffer's index in pend
+	nmsg   int
+	bySock [maxSenders]sockList
+	// The entries of one socket's sendmmsg: each one datagram or a
+	// UDP_SEGMENT run, whose datagrams are order[entFirst[e]:][:entN[e]].
+	out      []unix.Mmsghdr
+	outIovs  []unix.Iovec
+	ctl      []byte // gsoCmsgLen per entry
+	order    []int32
+	entFirst []int32
+	entN     []int32
+	next     []int32 // by message: the next of its socket, or -1
+	single   [1]unix.Mmsghdr
 	// pend are the buffers of the queued messages, freed after they were
 	// sent: consumed if any of their datagrams left, else dropped with
 	// the reason of the last that failed. orig is each one's packet in
@@ -76,18 +106,34 @@ type txQueue struct {
 	_      [cacheline.Size]byte
 }
 
+// dest is a remote as sendmmsg addresses it.
+type dest struct {
+	sa      unix.RawSockaddrInet6 // or a RawSockaddrInet4 in its first bytes
+	namelen uint32
+}
+
+// sockList is the first and last queued message of a sending socket.
+type sockList struct{ first, last int32 }
+
 var _ port.TxQueue = (*txQueue)(nil)
 
-func newTxQueue(p *Port, fd int, rx *rxQueue) *txQueue {
+func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 	cfg := p.cfg
 	q := &txQueue{
-		p: p, fd: fd, vni: cfg.VNI, dstPort: cfg.Port, rx: rx, mtu: p.mtu,
-		l3: cfg.L3, layer: p.info.Layer,
-		srcPortMin: cfg.SrcPortMin, srcPortMax: cfg.SrcPortMax,
-		msgs:  make([]unix.Mmsghdr, maxMsgs),
-		iovs:  make([]unix.Iovec, 2*maxMsgs),
-		hdrs:  make([][outerLen + 14]byte, maxMsgs),
-		owner: make([]int32, maxMsgs),
+		p: p, vni: cfg.VNI, senders: p.senders, rx: rx, mtu: p.mtu,
+		l3: cfg.L3, layer: p.info.Layer, gso: p.gso,
+		iovs:     make([]unix.Iovec, 2*maxMsgs),
+		hdrs:     make([][outerLen + 14]byte, maxMsgs),
+		dest:     make([]int32, maxMsgs),
+		fits:     make([]bool, maxMsgs),
+		owner:    make([]int32, maxMsgs),
+		out:      make([]unix.Mmsghdr, maxMsgs),
+		outIovs:  make([]unix.Iovec, 2*maxMsgs),
+		ctl:      make([]byte, maxMsgs*gsoCmsgLen),
+		order:    make([]int32, 0, maxMsgs),
+		entFirst: make([]int32, maxMsgs),
+		entN:     make([]int32, maxMsgs),
+		next:     make([]int32, maxMsgs),
 		// A packet is at least one message: never more buffers than
 		// messages.
 		pend:       make([]*buffer.Buf, 0, maxMsgs),
@@ -97,33 +143,43 @@ func newTxQueue(p *Port, fd int, rx *rxQueue) *txQueue {
 		segs:       make([]*buffer.Buf, vnet.MaxSegments),
 		ctr:        newCounters(),
 	}
-	local := cfg.Local.Addr()
+	for i := range q.bySock {
+		q.bySock[i] = sockList{-1, -1}
+	}
 	for i, r := range p.remotes {
 		var d dest
 		if r.Is4() {
 			sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&d.sa))
-			sa.Family, sa.Addr = unix.AF_INET, r.As4()
+			sa.Family, sa.Addr, sa.Port = unix.AF_INET, r.As4(), htons(cfg.Port)
 			d.namelen = unix.SizeofSockaddrInet4
 		} else {
-			d.sa.Family, d.sa.Addr = unix.AF_INET6, r.As16()
+			d.sa.Family, d.sa.Addr, d.sa.Port = unix.AF_INET6, r.As16(), htons(cfg.Port)
 			d.namelen = unix.SizeofSockaddrInet6
 		}
-		d.pseudo = packet.PseudoHeaderChecksum(unix.IPPROTO_UDP, local, r, 0)
 		q.dests = append(q.dests, d)
 		q.all = append(q.all, int32(i))
 	}
-	for i := range q.msgs {
-		h := &q.msgs[i].Hdr
-		h.Iov = &q.iovs[2*i]
-		h.SetIovlen(2)
+	for i := range maxMsgs {
+		PutHeader(q.hdrs[i][:HeaderLen], q.vni) // the same for every datagram
 		q.iovs[2*i].Base = &q.hdrs[i][0]
 		q.iovs[2*i].SetLen(q.slotLen())
+		cm := (*unix.Cmsghdr)(unsafe.Pointer(&q.ctl[i*gsoCmsgLen]))
+		cm.Level, cm.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		cm.SetLen(unix.CmsgLen(2))
 	}
 	return q
 }
 
+// htons returns port in network byte order, as a sockaddr holds it.
+func htons(port uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], port)
+	return *(*uint16)(unsafe.Pointer(&b[0]))
+}
+
 // Transmit encapsulates every frame of bufs and sends the burst with as
-// few sendmmsg calls as its datagrams need (one per maxMsgs). A frame
+// few sendmmsg calls as its datagrams need (one per sending socket its
+// flows use, per maxMsgs datagrams). A frame
 // to a learned station goes to its remote; the others (broadcast,
 // multicast, unknown) to every remote. GSO packets from guests are
 // segmented and partial checksums finished first, in software: a guest
@@ -258,13 +314,10 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 		q.ctr.N[cFlooded]++
 	}
 	pi := q.hold(c, b, orig, len(to))
-	// The frame's part of the UDP checksum, summed once for every
-	// remote: it starts at an even offset of the datagram (after the 16
-	// bytes of outer headers), so it adds in as it is.
-	inner := uint32(^packet.Checksum(f, 0))
-	sport := sourcePort(flowHash(f), q.srcPortMin, q.srcPortMax)
+	sock := int32(senderOf(flowHash(f), len(q.senders)))
+	fits := q.mtu > 0 && len(f) <= q.mtu+14
 	for _, r := range to {
-		q.message(pi, r, f, sport, inner)
+		q.message(pi, r, f, sock, fits)
 	}
 }
 
@@ -295,8 +348,8 @@ func (q *txQueue) queueRouted(c *buffer.Cache, b *buffer.Buf, orig int32) {
 	pi := q.hold(c, b, orig, 1)
 	i := q.nmsg
 	packet.PutEthernet(q.hdrs[i][outerLen:], rt.mac, q.p.cfg.VTEPMAC, et)
-	sport := sourcePort(ipFlowHash(fnvBasis, et, pkt), q.srcPortMin, q.srcPortMax)
-	q.message(pi, rt.remote, pkt, sport, uint32(^packet.Checksum(pkt, 0)))
+	sock := int32(senderOf(ipFlowHash(fnvBasis, et, pkt), len(q.senders)))
+	q.message(pi, rt.remote, pkt, sock, q.mtu > 0 && len(pkt) <= q.mtu)
 }
 
 // hold keeps b among the buffers of the queued messages, after sending
@@ -314,20 +367,21 @@ func (q *txQueue) hold(c *buffer.Cache, b *buffer.Buf, orig int32, n int) int32 
 
 // message queues the datagram of data f (a frame, or a routed port's
 // IP packet whose Ethernet header is in the next slot already) to
-// remote r; inner is f's part of the UDP checksum.
-func (q *txQueue) message(pi, r int32, f []byte, sport uint16, inner uint32) {
+// remote r through sending socket sock; fits says it fits the
+// underlay's MTU whole.
+func (q *txQueue) message(pi, r int32, f []byte, sock int32, fits bool) {
 	i := q.nmsg
 	q.nmsg++
-	slot := q.slotLen()
-	length := slot + len(f)
-	d := &q.dests[r]
-	putOuter(q.hdrs[i][:slot], sport, q.dstPort, q.vni, length, d.pseudo+uint32(length)+inner)
-	m := &q.msgs[i].Hdr
-	m.Name = (*byte)(unsafe.Pointer(&d.sa))
-	m.Namelen = d.namelen
 	q.iovs[2*i+1].Base = &f[0]
 	q.iovs[2*i+1].SetLen(len(f))
-	q.owner[i] = pi
+	q.dest[i], q.fits[i], q.owner[i] = r, fits, pi
+	q.next[i] = -1
+	if l := &q.bySock[sock]; l.first < 0 {
+		l.first, l.last = int32(i), int32(i)
+	} else {
+		q.next[l.last] = int32(i)
+		l.last = int32(i)
+	}
 }
 
 // tooBig reports whether frame f must be dropped for not fitting the
@@ -358,26 +412,11 @@ func (q *txQueue) tooBig(c *buffer.Cache, f []byte) bool {
 
 // flush sends the queued datagrams and frees their buffers.
 func (q *txQueue) flush(c *buffer.Cache) {
-	for done := 0; done < q.nmsg; {
-		n, err := sendmmsg(q.fd, q.msgs[done:q.nmsg])
-		q.ctr.N[cTxCalls]++
-		if err == nil && n == 0 {
-			err = unix.ENOBUFS // sent nothing, said nothing: do not spin
+	for sock := range q.senders {
+		if q.bySock[sock].first >= 0 {
+			q.flushSocket(sock)
+			q.bySock[sock] = sockList{-1, -1}
 		}
-		if err != nil {
-			// The datagram at done failed: count it, go on after it.
-			reason := sendReason(err)
-			q.ctr.txDrop(reason)
-			q.pendReason[q.owner[done]] = reason
-			done++
-			continue
-		}
-		for i := done; i < done+n; i++ {
-			q.pendSent[q.owner[i]] = true
-			q.ctr.N[cTxPackets]++
-			q.ctr.N[cTxBytes] += uint64(q.iovs[2*i+1].Len)
-		}
-		done += n
 	}
 	for i, b := range q.pend {
 		if q.pendSent[i] {
@@ -392,11 +431,139 @@ func (q *txQueue) flush(c *buffer.Cache) {
 	}
 	for i := range q.nmsg {
 		q.iovs[2*i+1].Base = nil // the buffers are gone
-		q.msgs[i].Hdr.Name = nil
 	}
 	clear(q.pend)
 	q.pend, q.pendSent, q.pendReason, q.pendOrig = q.pend[:0], q.pendSent[:0], q.pendReason[:0], q.pendOrig[:0]
 	q.nmsg = 0
+}
+
+// flushSocket sends the queued datagrams of one sending socket, in
+// order, with one sendmmsg if nothing fails, and notes which were sent.
+func (q *txQueue) flushSocket(sock int) {
+	n := q.plan(sock)
+	fd := q.senders[sock].fd
+	for done := 0; done < n; {
+		sent, err := sendmmsg(fd, q.out[done:n])
+		q.ctr.N[cTxCalls]++
+		if err == nil && sent == 0 {
+			err = unix.ENOBUFS // sent nothing, said nothing: do not spin
+		}
+		if err != nil {
+			// The entry at done failed: count its datagrams, go on after
+			// it. A UDP_SEGMENT send the kernel refused for other reasons
+			// than a full buffer (an underlay device without checksum
+			// offload, a path MTU that shrank) is not tried again on this
+			// queue: its datagrams, and those that follow, go one by one.
+			reason := sendReason(err)
+			msgs := q.order[q.entFirst[done]:][:q.entN[done]]
+			if len(msgs) > 1 && reason != drop.FullRing {
+				q.gso = false
+				for _, m := range msgs {
+					q.sendOne(fd, m)
+				}
+				done++
+				continue
+			}
+			for _, m := range msgs {
+				q.ctr.txDrop(reason)
+				q.pendReason[q.owner[m]] = reason
+			}
+			done++
+			continue
+		}
+		for e := done; e < done+sent; e++ {
+			if q.entN[e] > 1 {
+				q.ctr.N[cTxGSOSends]++
+			}
+			for _, m := range q.order[q.entFirst[e]:][:q.entN[e]] {
+				q.sentOne(m)
+			}
+		}
+		done += sent
+	}
+	for e := range n {
+		q.out[e].Hdr.Iov, q.out[e].Hdr.Name = nil, nil
+	}
+	clear(q.outIovs[:2*len(q.order)])
+}
+
+// sentOne notes that datagram m left.
+func (q *txQueue) sentOne(m int32) {
+	q.pendSent[q.owner[m]] = true
+	q.ctr.N[cTxPackets]++
+	q.ctr.N[cTxBytes] += uint64(q.iovs[2*m+1].Len)
+}
+
+// sendOne sends datagram m by itself, through socket fd.
+func (q *txQueue) sendOne(fd int, m int32) {
+	h := &q.single[0].Hdr
+	h.Iov = &q.iovs[2*m]
+	h.SetIovlen(2)
+	d := &q.dests[q.dest[m]]
+	h.Name = (*byte)(unsafe.Pointer(&d.sa))
+	h.Namelen = d.namelen
+	sent, err := sendmmsg(fd, q.single[:])
+	q.ctr.N[cTxCalls]++
+	h.Iov, h.Name = nil, nil
+	if err == nil && sent == 1 {
+		q.sentOne(m)
+		return
+	}
+	reason := drop.FullRing
+	if err != nil {
+		reason = sendReason(err)
+	}
+	q.ctr.txDrop(reason)
+	q.pendReason[q.owner[m]] = reason
+}
+
+// plan builds the sendmmsg entries of a socket's queued datagrams:
+// a run of datagrams to one remote whose lengths are all one segment
+// size (the last may be shorter), each fitting the MTU, is one entry
+// with UDP_SEGMENT; any other datagram is an entry of its own. It
+// returns the number of entries.
+func (q *txQueue) plan(sock int) int {
+	q.order = q.order[:0]
+	n := 0
+	size, total := 0, 0 // of the open run, entry n-1
+	open := false
+	for m := q.bySock[sock].first; m >= 0; m = q.next[m] {
+		length := q.slotLen() + int(q.iovs[2*m+1].Len)
+		if open && q.dest[m] == q.dest[q.order[len(q.order)-1]] && q.fits[m] &&
+			length <= size && q.entN[n-1] < maxGSOSegments && total+length <= maxGSOPayload {
+			q.entN[n-1]++
+			total += length
+			open = length == size // a shorter datagram ends the run
+		} else {
+			q.entFirst[n], q.entN[n] = int32(len(q.order)), 1
+			size, total = length, length
+			open = q.gso && q.fits[m]
+			n++
+		}
+		q.order = append(q.order, m)
+	}
+	for e := range n {
+		first, count := int(q.entFirst[e]), int(q.entN[e])
+		iovs := q.outIovs[2*first : 2*(first+count)]
+		for k, m := range q.order[first : first+count] {
+			iovs[2*k], iovs[2*k+1] = q.iovs[2*m], q.iovs[2*m+1]
+		}
+		h := &q.out[e].Hdr
+		h.Iov = &iovs[0]
+		h.SetIovlen(len(iovs))
+		d := &q.dests[q.dest[q.order[first]]]
+		h.Name = (*byte)(unsafe.Pointer(&d.sa))
+		h.Namelen = d.namelen
+		h.Control, h.Controllen = nil, 0
+		if count > 1 {
+			ctl := q.ctl[e*gsoCmsgLen : (e+1)*gsoCmsgLen]
+			size := q.slotLen() + int(q.iovs[2*q.order[first]+1].Len)
+			*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])) = uint16(size)
+			h.Control = &ctl[0]
+			h.SetControllen(gsoCmsgLen)
+		}
+	}
+	return n
 }
 
 // sendReason is the drop reason of a datagram the socket refused.

@@ -100,8 +100,9 @@ arrive are learned against their remote (ageing 300 s, at most 4096);
 fdb gives a MAC's remote for good. port is the remotes' UDP port
 (default 4789, the IANA port; the kernel's vxlan uses 8472 unless given
 dstport 4789); local's port is the one to listen on (default: port);
-srcports the range of outer source ports, picked by a hash of the inner
-flow (default 32768-60999). Datagrams from other addresses are dropped
+srcports the range of outer source ports (default 32768-60999): the port
+binds up to 16 of them, one a sending socket, and a hash of the inner flow
+picks one. Datagrams from other addresses are dropped
 (IP_RPFILTER), as are bad headers (VXLAN_INVALID_HDR) and other VNIs
 (VXLAN_VNI_NOT_FOUND). Guests should have the underlay's MTU less 50 (70
 over IPv6): longer packets are dropped (PKT_TOO_BIG) and answered with

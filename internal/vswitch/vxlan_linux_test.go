@@ -83,12 +83,18 @@ func startOverlaySwitch(t *testing.T, g *guest, h overlayHost, peers ...overlayH
 
 // openOverlaySwitch opens the switch startOverlaySwitch runs.
 func openOverlaySwitch(g *guest, h overlayHost, peers ...overlayHost) (*Switch, error) {
+	return openOverlaySwitchOpts(g, "", h, peers...)
+}
+
+// openOverlaySwitchOpts is openOverlaySwitch with options for the
+// guest's TAP port (",offload=off").
+func openOverlaySwitchOpts(g *guest, tapOpts string, h overlayHost, peers ...overlayHost) (*Switch, error) {
 	cfg := Config{Workers: 1}
 	vx := fmt.Sprintf("vxlan:vx,vni=42,local=%s,netns=%s", h.addr, h.ns.Name)
 	for _, p := range peers {
 		vx += ",remote=" + p.addr.String()
 	}
-	for _, spec := range []string{"tap:" + g.dev + ",netns=" + g.ns.Name, vx} {
+	for _, spec := range []string{"tap:" + g.dev + ",netns=" + g.ns.Name + tapOpts, vx} {
 		p, err := ParsePort(spec)
 		if err != nil {
 			return nil, err
@@ -300,13 +306,13 @@ func vxlanCounters(rep *Report) vxlan.Stats {
 // guest sees it. Flannel's users met that trap with their own kernel
 // peers (and turned the offload off: ethtool -K flannel.1
 // tx-checksum-ip-generic off). With TSO on as well, a veth hands the
-// far socket whole GSO datagrams of up to 64 KiB: after the first, which
-// does not fit a buffer, the port receives them into large ones and
-// hands them on as GSO packets.
-func kernelPeer(t *testing.T, h, peer overlayHost, g *guest, txCsum, tso bool) {
+// far socket whole GSO datagrams of up to 64 KiB: the port copies each
+// from its spill area into a large buffer and hands it on as a GSO
+// packet. vxlanOpts are more options of the device (udpcsum).
+func kernelPeer(t *testing.T, h, peer overlayHost, g *guest, txCsum, tso bool, vxlanOpts ...string) {
 	t.Helper()
-	mustExec(t, h.ns, "ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", "4789",
-		"local", h.addr.String(), "remote", peer.addr.String(), "dev", h.dev)
+	mustExec(t, h.ns, append([]string{"ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", "4789",
+		"local", h.addr.String(), "remote", peer.addr.String(), "dev", h.dev}, vxlanOpts...)...)
 	if !tso {
 		mustExec(t, h.ns, "ethtool", "-K", "vx0", "tso", "off")
 	}
@@ -455,9 +461,16 @@ func routedGuests(t *testing.T) []*guest {
 // opts added to its spec (",port=8472").
 func startRoutedSwitch(t *testing.T, i int, g *guest, h, peer overlayHost, opts string) (*Switch, func() *Report) {
 	t.Helper()
+	return startRoutedSwitchOpts(t, i, g, "", h, peer, opts)
+}
+
+// startRoutedSwitchOpts is startRoutedSwitch with options for the
+// guest's TUN port (",offload=off").
+func startRoutedSwitchOpts(t *testing.T, i int, g *guest, tunOpts string, h, peer overlayHost, opts string) (*Switch, func() *Report) {
+	t.Helper()
 	cfg := Config{Workers: 1}
 	for _, spec := range []string{
-		"tun:" + g.dev + ",netns=" + g.ns.Name,
+		"tun:" + g.dev + ",netns=" + g.ns.Name + tunOpts,
 		fmt.Sprintf("vxlan:vx,vni=42,local=%s,remote=%s,mode=l3,vtep-mac=%s,fdb=%s@%s,netns=%s%s", h.addr, peer.addr, vtepMAC[i], vtepMAC[1-i], peer.addr, h.ns.Name, opts),
 	} {
 		p, err := ParsePort(spec)
@@ -536,18 +549,7 @@ func TestVXLANRoutedKernelPeer(t *testing.T) {
 			ha, hb := newUnderlay(t, tc.ipv6)
 			gs := routedGuests(t)
 			g := gs[1]
-			for _, args := range flannelPeer(hb, ha, tc.port) {
-				mustExec(t, hb.ns, args...)
-			}
-			mustExec(t, hb.ns, "ip", "link", "add", "gb", "type", "veth", "peer", "name", g.dev, "netns", g.ns.Name)
-			mustExec(t, hb.ns, "ip", "addr", "add", "198.18.22.1/24", "dev", "gb")
-			mustExec(t, hb.ns, "ip", "addr", "add", "2001:db8:22::1/64", "dev", "gb", "nodad")
-			mustExec(t, hb.ns, "ip", "link", "set", "gb", "up")
-			mustExec(t, g.ns, "ip", "link", "set", g.dev, "up")
-			g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v4+"/24"))
-			g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v6+"/64"))
-			mustExec(t, g.ns, "ip", "route", "add", "default", "via", "198.18.22.1")
-			mustExec(t, g.ns, "ip", "-6", "route", "add", "default", "via", "2001:db8:22::1")
+			routedKernelPeer(t, hb, ha, g, tc.port)
 			sw, stop := startRoutedSwitch(t, 0, gs[0], ha, hb, fmt.Sprintf(",port=%d", tc.port))
 			ping(t, gs[0], g.v4)
 			ping(t, g, gs[0].v4)
@@ -587,9 +589,9 @@ func TestVXLANRoutedKernelPeer(t *testing.T) {
 // address, a permanent neighbour entry giving that address the other
 // VTEP's MAC and an fdb entry giving that MAC the other node's underlay
 // address; then forwarding. Each family's guests cross the one device.
-func flannelPeer(h, peer overlayHost, port int) [][]string {
+func flannelPeer(h, peer overlayHost, port int, vxlanOpts ...string) [][]string {
 	return [][]string{
-		{"ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", fmt.Sprint(port), "local", h.addr.String(), "dev", h.dev, "nolearning"},
+		append([]string{"ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", fmt.Sprint(port), "local", h.addr.String(), "dev", h.dev, "nolearning"}, vxlanOpts...),
 		{"ip", "link", "set", "vx0", "address", vtepMAC[1]},
 		{"ip", "addr", "add", "198.18.22.0/32", "dev", "vx0"},
 		{"ip", "addr", "add", "2001:db8:22::/128", "dev", "vx0", "nodad"},
@@ -600,5 +602,170 @@ func flannelPeer(h, peer overlayHost, port int) [][]string {
 		{"ip", "neigh", "add", "2001:db8:21::", "lladdr", vtepMAC[0], "dev", "vx0", "nud", "permanent"},
 		{"bridge", "fdb", "append", vtepMAC[0], "dev", "vx0", "dst", peer.addr.String()},
 		{"sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"},
+	}
+}
+
+// routedKernelPeer makes host hb a kernel VTEP configured as Flannel
+// configures one (flannelPeer, with vxlanOpts added to its device),
+// routing for guest g (on host 1's prefixes) toward host ha's softnet
+// VTEP.
+func routedKernelPeer(t *testing.T, hb, ha overlayHost, g *guest, port int, vxlanOpts ...string) {
+	t.Helper()
+	for _, args := range flannelPeer(hb, ha, port, vxlanOpts...) {
+		mustExec(t, hb.ns, args...)
+	}
+	mustExec(t, hb.ns, "ip", "link", "add", "gb", "type", "veth", "peer", "name", g.dev, "netns", g.ns.Name)
+	mustExec(t, hb.ns, "ip", "addr", "add", "198.18.22.1/24", "dev", "gb")
+	mustExec(t, hb.ns, "ip", "addr", "add", "2001:db8:22::1/64", "dev", "gb", "nodad")
+	mustExec(t, hb.ns, "ip", "link", "set", "gb", "up")
+	mustExec(t, g.ns, "ip", "link", "set", g.dev, "up")
+	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v4+"/24"))
+	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(g.v6+"/64"))
+	mustExec(t, g.ns, "ip", "route", "add", "default", "via", "198.18.22.1")
+	mustExec(t, g.ns, "ip", "-6", "route", "add", "default", "via", "2001:db8:22::1")
+}
+
+// bulkSize is the bulk overlay transfers': enough for thousands of
+// UDP_SEGMENT sends and coalesced receives, a few seconds over a veth.
+const bulkSize = 256 << 20
+
+// A 256 MiB TCP transfer between guests on two hosts arrives intact
+// (SHA-256; the receiving guest's TCP drops a segment whose inner
+// checksum is wrong, so corruption would stall it or show in the sum),
+// bridged (L2) and routed (L3), softnet to softnet and softnet to the
+// kernel's vxlan (and 64 MiB back), with the guests' offloads on (TSO packets
+// segmented in software, segments coalesced again for the guest) and
+// off. The sending port sends runs of one flow's equal datagrams with
+// UDP_SEGMENT, and the receiving port gets them coalesced by UDP_GRO:
+// from a softnet peer always, from a kernel peer when it segments
+// itself (offloads off; with them on, its TSO packets arrive whole over
+// the veth), the underlay device does GRO and the peer sends outer UDP
+// checksums (the kernel's GRO leaves datagrams without alone, and
+// noudpcsum is its vxlan's default over IPv4).
+func TestVXLANBulk(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "ethtool")
+	for _, tc := range []struct {
+		name                 string
+		l3, kernel, offloads bool
+	}{
+		{"l2,softnet,offloads", false, false, true},
+		{"l2,softnet,no-offloads", false, false, false},
+		{"l2,kernel,offloads", false, true, true},
+		{"l2,kernel,no-offloads", false, true, false},
+		{"l3,softnet,offloads", true, false, true},
+		{"l3,softnet,no-offloads", true, false, false},
+		{"l3,kernel,offloads", true, true, true},
+		{"l3,kernel,no-offloads", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ha, hb := newUnderlay(t, false)
+			opts := ""
+			if !tc.offloads {
+				opts = ",offload=off"
+			}
+			var gs []*guest
+			var stopA, stopB func() *Report
+			switch {
+			case tc.l3:
+				gs = routedGuests(t)
+				_, stopA = startRoutedSwitchOpts(t, 0, gs[0], opts, ha, hb, "")
+				if tc.kernel {
+					routedKernelPeer(t, hb, ha, gs[1], vxlan.DefaultPort, "udpcsum")
+					if !tc.offloads {
+						mustExec(t, hb.ns, "ethtool", "-K", "vx0", "tso", "off", "tx", "off")
+					}
+				} else {
+					_, stopB = startRoutedSwitchOpts(t, 1, gs[1], opts, hb, ha, "")
+				}
+			default:
+				gs = overlayGuests(t)
+				sw, err := openOverlaySwitchOpts(gs[0], opts, ha, hb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stopA = runSwitch(t, sw, nil)
+				gs[0].addAddrs(t)
+				if tc.kernel {
+					kernelPeer(t, hb, ha, gs[1], tc.offloads, tc.offloads, "udpcsum")
+				} else {
+					sw, err := openOverlaySwitchOpts(gs[1], opts, hb, ha)
+					if err != nil {
+						t.Fatal(err)
+					}
+					stopB = runSwitch(t, sw, nil)
+					gs[1].addAddrs(t)
+				}
+			}
+			if tc.kernel {
+				// NAPI GRO on the veth, as a NIC's: the kernel peer's
+				// datagrams of a flow reach the port's socket coalesced.
+				// A veth passes its GRO by while the sending end has TSO
+				// on, which only the peer's own TSO packets need.
+				mustExec(t, ha.ns, "ethtool", "-K", ha.dev, "gro", "on")
+				if !tc.offloads {
+					mustExec(t, hb.ns, "ethtool", "-K", hb.dev, "tso", "off")
+				}
+			}
+			ping(t, gs[0], gs[1].v4)
+			transfer(t, gs[0], gs[1], gs[1].v4, 5005, bulkSize)
+			if tc.kernel {
+				// And back, for the port's receive side: a quarter, as
+				// the test's time is the suite's.
+				transfer(t, gs[1], gs[0], gs[0].v4, 5006, bulkSize/4)
+			}
+			va := vxlanStatsOf(t, stopA())
+			t.Logf("softnet host: sent %d datagrams in %d calls (%d UDP_SEGMENT sends), received %d frames in %d calls (%d coalesced datagrams, %d whole GSO)",
+				va.TxPackets, va.TxCalls, va.TxGSOSends, va.RxPackets, va.RxCalls, va.RxGROBatches, va.RxGSO)
+			if va.TxGSOSends < 1000 {
+				t.Errorf("%d UDP_SEGMENT sends for 256 MiB: %+v", va.TxGSOSends, va)
+			}
+			if va.RxDrops.Total() != 0 {
+				t.Errorf("good traffic dropped on receive: %v", va.RxDrops)
+			}
+			switch {
+			case !tc.kernel:
+				rb := stopB()
+				vb := vxlanStatsOf(t, rb)
+				if vb.RxGROBatches < 1000 || vb.RxDrops.Total() != 0 {
+					t.Errorf("receiving softnet host: %d coalesced datagrams for 256 MiB, drops %v", vb.RxGROBatches, vb.RxDrops)
+				}
+				// The split datagrams' TCP segments, coalesced once more
+				// for a guest that takes GSO packets.
+				for _, d := range rb.Devices {
+					if d.Port == gs[1].dev && tc.offloads && d.Coalesced < 100 {
+						t.Errorf("the receiving guest's port built %d GSO packets", d.Coalesced)
+					}
+				}
+			case tc.offloads:
+				if va.RxGSO == 0 {
+					t.Errorf("the kernel peer's TSO packets did not arrive whole: %+v", va)
+				}
+			default:
+				if va.RxGROBatches < 100 {
+					t.Errorf("%d coalesced datagrams from the kernel peer for 64 MiB: %+v", va.RxGROBatches, va)
+				}
+			}
+		})
+	}
+}
+
+// Over an underlay device without transmit checksum offload, the
+// kernel computes the outer UDP checksum of each datagram of a
+// UDP_SEGMENT send itself (older kernels refuse such sends, and the
+// port then sends the datagrams one by one); the far kernel verifies
+// them, and the transfer arrives whole.
+func TestVXLANUnderlayWithoutChecksumOffload(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "ethtool")
+	ha, hb := newUnderlay(t, false)
+	mustExec(t, ha.ns, "ethtool", "-K", ha.dev, "tx", "off")
+	gs := overlayGuests(t)
+	_, stopA := startOverlaySwitch(t, gs[0], ha, hb)
+	_, stopB := startOverlaySwitch(t, gs[1], hb, ha)
+	ping(t, gs[0], gs[1].v4)
+	transfer(t, gs[0], gs[1], gs[1].v4, 5005, 16<<20)
+	va, vb := vxlanStatsOf(t, stopA()), vxlanStatsOf(t, stopB())
+	t.Logf("without checksum offload: %d UDP_SEGMENT sends; the peer received %d coalesced datagrams", va.TxGSOSends, vb.RxGROBatches)
+	if va.TxDrops.Total() != 0 || vb.RxDrops.Total() != 0 {
+		t.Errorf("datagrams dropped: sending %v, receiving %v", va.TxDrops, vb.RxDrops)
 	}
 }
