@@ -3,6 +3,7 @@ package vswitch
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"softnet.dev/internal/netnstest"
 )
 
@@ -80,10 +82,19 @@ func startTestpmdQueues(t *testing.T, mode string, queues int, sockets ...string
 func startTestpmdWith(t *testing.T, mode string, queues int, vdevOpts string, args2 []string, sockets ...string) *testpmd {
 	t.Helper()
 	netnstest.RequireTools(t, "dpdk-testpmd")
+	// Pages counted free are free for whoever takes them first: another
+	// testpmd (of another test process) started meanwhile takes them, and
+	// this one's EAL fails ("Not enough memory available"). So pages are
+	// counted and taken under a lock all of softnet's testpmds share.
+	unlock := lockHugepages(t)
+	defer unlock()
 	huge := hugepages(t, testpmdMemMiB)
 	p := &testpmd{huge: huge, out: &syncBuffer{}, prefix: fmt.Sprintf("softnet-test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9), done: make(chan struct{})}
+	// --socket-limit: no more memory than -m preallocates, ever; what it
+	// took is all it will take once the lock is released.
+	mem := strconv.Itoa(testpmdMemMiB)
 	args := []string{"-l", "0,1", "--no-pci", "--single-file-segments", "--file-prefix=" + p.prefix,
-		"--huge-dir=" + huge, "-m", strconv.Itoa(testpmdMemMiB)}
+		"--huge-dir=" + huge, "-m", mem, "--socket-limit=" + mem}
 	for i, s := range sockets {
 		args = append(args, fmt.Sprintf("--vdev=net_virtio_user%d,path=%s,queues=%d,queue_size=256,mac=02:dd:00:00:00:%02x%s", i, s, queues, i+1, vdevOpts))
 	}
@@ -101,7 +112,70 @@ func startTestpmdWith(t *testing.T, mode string, queues int, vdevOpts string, ar
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.stop(t) })
+	p.waitMemory(t)
 	return p
+}
+
+// hugepageLockFile is the file whose flock serializes, between test
+// processes, counting free hugepages and a testpmd taking them, and
+// changing vm.nr_hugepages.
+const hugepageLockFile = "/run/lock/softnet-hugepages.lock"
+
+// lockHugepages takes the hugepage lock, waiting for it a bounded time:
+// a holder keeps it only while its testpmd maps its memory.
+func lockHugepages(t *testing.T) (unlock func()) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(hugepageLockFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(hugepageLockFile, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("hugepage lock: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("hugepage lock %s: %v", hugepageLockFile, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { f.Close() }) } // closing releases the lock
+}
+
+// waitMemory waits until testpmd has its hugepage memory (its files in
+// its own hugetlbfs mount hold -m), or has exited: only then do the
+// pages it counted on stop being free.
+func (p *testpmd) waitMemory(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var held int64
+		files, _ := filepath.Glob(filepath.Join(p.huge, p.prefix+"*"))
+		for _, f := range files {
+			var st unix.Stat_t
+			if unix.Stat(f, &st) == nil {
+				held += st.Blocks * 512
+			}
+		}
+		if held >= testpmdMemMiB<<20 {
+			return
+		}
+		select {
+		case <-p.done:
+			return // the test fails on what it does not do
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Logf("dpdk-testpmd holds %d MiB of hugepages after a minute, want %d; going on", held>>20, testpmdMemMiB)
+			return
+		}
+	}
 }
 
 // stop asks testpmd to quit (in non-interactive mode it waits for a
@@ -136,11 +210,14 @@ func (p *testpmd) stop(t *testing.T) {
 
 // hugepages makes mib MiB of 2 MiB hugepages free, raising
 // vm.nr_hugepages for the test if it must, and mounts a hugetlbfs on a
-// private directory; both are undone when the test ends.
+// private directory; both are undone when the test ends. The caller
+// holds the hugepage lock (lockHugepages).
 func hugepages(t *testing.T, mib int) string {
 	t.Helper()
 	const nr = "/proc/sys/vm/nr_hugepages"
-	free, size := meminfo(t, "HugePages_Free"), meminfo(t, "Hugepagesize")
+	// Reserved pages are counted free, but are promised to a mapping
+	// already; DPDK does not count them either.
+	free, size := meminfo(t, "HugePages_Free")-meminfo(t, "HugePages_Rsvd"), meminfo(t, "Hugepagesize")
 	if size != 2048 {
 		t.Skipf("hugepages of %d kB; testpmd's setup here assumes 2 MiB", size)
 	}
@@ -159,6 +236,10 @@ func hugepages(t *testing.T, mib int) string {
 		}
 		want := current() + added
 		t.Cleanup(func() {
+			// Under the lock: lowered between another's count and its
+			// testpmd's taking, the pool would shrink under it.
+			unlock := lockHugepages(t)
+			defer unlock()
 			if err := os.WriteFile(nr, []byte(strconv.Itoa(max(current()-added, 0))), 0); err != nil {
 				t.Errorf("lower %s by %d: %v", nr, added, err)
 			}
@@ -171,7 +252,7 @@ func hugepages(t *testing.T, mib int) string {
 			if err := os.WriteFile(nr, []byte(strconv.Itoa(want)), 0); err != nil {
 				t.Fatalf("raise %s: %v", nr, err)
 			}
-			got := meminfo(t, "HugePages_Free")
+			got := meminfo(t, "HugePages_Free") - meminfo(t, "HugePages_Rsvd")
 			if got >= need {
 				break
 			}
@@ -215,11 +296,17 @@ func meminfo(t *testing.T, key string) int {
 	return 0
 }
 
-// vhostPort returns the switch's vhost-user port named name.
+// vhostPort returns the switch's vhost-user port named name, whose
+// counters a failed test logs.
 func vhostPort(t *testing.T, sw *Switch, name string) PortView {
 	t.Helper()
 	for _, pv := range sw.Ports() {
 		if pv.Spec.Name == name && pv.VhostUser != nil {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("vhost-user port %s at the end: %+v", name, pv.VhostUser.Stats())
+				}
+			})
 			return pv
 		}
 	}
@@ -256,6 +343,12 @@ func vhostSwitchWorkers(t *testing.T, g *guest, name, sock, addr string, workers
 			t.Logf("switch %s's log:\n%s", name, logs.String())
 		}
 	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := json.Marshal(stop())
+			t.Logf("switch %s's report: %s", name, b)
+		}
+	})
 	g.ns.AddAddr(t, g.dev, netip.MustParsePrefix(addr+"/24"))
 	return sw, stop
 }
@@ -268,6 +361,11 @@ func waitPing(t *testing.T, g *guest, to string, pmd *testpmd, vp PortView) {
 	for {
 		if _, err := g.ns.ExecTimeout(5*time.Second, "ping", "-c", "1", "-W", "1", to); err == nil {
 			return
+		}
+		select {
+		case <-pmd.done:
+			t.Fatalf("dpdk-testpmd exited (%v) before %s answered; port %s: %+v\ntestpmd:\n%s", pmd.cmd.ProcessState, to, vp.Spec.Name, vp.VhostUser.Stats(), pmd.out.String())
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no answer from %s within 60s; port %s: %+v\ntestpmd:\n%s", to, vp.Spec.Name, vp.VhostUser.Stats(), pmd.out.String())
