@@ -373,12 +373,20 @@ func waitPing(t *testing.T, g *guest, to string, pmd *testpmd, vp PortView) {
 	}
 }
 
-// pingTen sends 10 pings from g to to, which must all be answered.
+// pingTen sends 10 pings from g to to, one at a time, each of which
+// must be answered. Not one ping -c 10: once it has sent its last
+// request it waits only twice the longest round trip so far (iputils'
+// linger), and on a loaded machine, with testpmd's busy lcore sharing a
+// core, one reply can take longer than that (seen: 284 ms after replies
+// of 2 ms; and a reply that reached the port after ping had exited): a
+// late reply counted as a lost one. Each ping here waits for its own
+// reply, a few seconds at most; a lost one still fails.
 func pingTen(t *testing.T, g *guest, to string) {
 	t.Helper()
-	out := g.run(t, "ping", "-c", "10", "-i", "0.2", "-W", "2", to)
-	if !strings.Contains(out, "10 received") {
-		t.Fatalf("ping %s:\n%s", to, out)
+	for i := range 10 {
+		if out, err := g.ns.ExecTimeout(10*time.Second, "ping", "-c", "1", "-W", "5", to); err != nil {
+			t.Fatalf("ping %d of 10 to %s: %v\n%s", i+1, to, err, out)
+		}
 	}
 }
 
