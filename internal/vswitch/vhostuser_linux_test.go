@@ -3,6 +3,7 @@ package vswitch
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -559,6 +560,34 @@ func TestVhostUserTestpmdTwoFrontends(t *testing.T) {
 	for _, vp := range []PortView{a, b} {
 		if s := vp.VhostUser.Stats(); s.BadChains != 0 || s.BrokenRings != 0 {
 			t.Errorf("port %s: %+v", vp.Spec.Name, s)
+		}
+	}
+}
+
+// TestVhostUserTestpmdTwoProcesses: two test processes start testpmd at
+// once, as go test runs packages in parallel and a lab run may start
+// testpmd too, and each gets its hugepages. (Each counting free pages
+// before its testpmd took them, both counted the same pages, and one
+// testpmd's EAL failed: "Cannot init memory".)
+func TestVhostUserTestpmdTwoProcesses(t *testing.T) {
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	netnstest.RequireRoot(t)
+	outs := make(chan string, 2)
+	for range 2 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			b, err := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestVhostUserTestpmdTwoFrontends$", "-test.count=1", "-test.v").CombinedOutput()
+			if err != nil || !bytes.Contains(b, []byte("--- PASS: TestVhostUserTestpmdTwoFrontends")) {
+				outs <- fmt.Sprintf("%v\n%s", err, b)
+				return
+			}
+			outs <- ""
+		}()
+	}
+	for range 2 {
+		if out := <-outs; out != "" {
+			t.Errorf("one of two processes: %s", out)
 		}
 	}
 }
