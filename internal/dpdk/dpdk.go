@@ -67,8 +67,13 @@ func ReserveHugepages(mib int) (h *Hugepages, err error) {
 	if size != hugepageKiB {
 		return nil, fmt.Errorf("hugepages of %d kB: testpmd's setup here assumes 2 MiB", size)
 	}
+	unlock, err := lockHugepages()
+	if err != nil {
+		return nil, err
+	}
 	h = &Hugepages{}
 	defer func() {
+		unlock()
 		if err != nil {
 			err = errors.Join(err, h.Release())
 		}
@@ -139,7 +144,12 @@ func (h *Hugepages) Release() error {
 		}
 	}
 	if h.added > 0 {
-		cur, err := currentHugepages()
+		unlock, err := lockHugepages()
+		var cur int
+		if err == nil {
+			cur, err = currentHugepages()
+			defer unlock()
+		}
 		if err == nil {
 			err = os.WriteFile(nrHugepages, []byte(strconv.Itoa(max(cur-h.added, 0))), 0)
 		}
@@ -150,6 +160,37 @@ func (h *Hugepages) Release() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hugepageLock is the file whose flock serializes, between processes
+// (go test runs packages in parallel; a lab run may start testpmd too),
+// each read-modify-write of vm.nr_hugepages and the mount that reserves
+// what it added: two raising it from the same value would add one
+// process's pages for both.
+const hugepageLock = "/run/lock/softnet-hugepages.lock"
+
+// lockHugepages takes the hugepage lock, waiting for it a bounded time:
+// a holder keeps it only while it changes the pool and mounts.
+func lockHugepages() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(hugepageLock), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(hugepageLock, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("hugepage lock: %w", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases the lock
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("hugepage lock %s: %w", hugepageLock, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func currentHugepages() (int, error) {
@@ -237,7 +278,10 @@ func Start(cfg Config) (*Process, error) {
 		args = append(args, "--main-lcore", cfg.MainLcore)
 	}
 	args = append(args, "--no-pci", "--single-file-segments", "--file-prefix="+p.prefix,
-		"--huge-dir="+cfg.Huge.Dir, "-m", strconv.Itoa(cfg.MemMiB), "--log-level=lib.eal:error")
+		"--huge-dir="+cfg.Huge.Dir, "-m", strconv.Itoa(cfg.MemMiB),
+		// No more than -m, ever: the pages the mount reserved are all
+		// there is for it.
+		"--socket-limit="+strconv.Itoa(cfg.MemMiB), "--log-level=lib.eal:error")
 	for _, v := range cfg.Vdevs {
 		args = append(args, "--vdev="+v)
 	}
