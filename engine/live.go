@@ -207,10 +207,14 @@ func (e *Engine) closerCache() *buffer.Cache {
 		return c
 	default:
 	}
-	if e.closerMade.Add(1) <= maxClosers {
+	for n := e.closerMade.Load(); n < maxClosers; n = e.closerMade.Load() {
+		if !e.closerMade.CompareAndSwap(n, n+1) {
+			continue
+		}
 		if c, err := e.cfg.Pool.NewCache(nil); err == nil {
 			return c
 		}
+		break // the pool has no cache to spare: share those made
 	}
 	return <-e.closerCaches
 }
