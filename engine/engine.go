@@ -52,6 +52,7 @@ type Engine struct {
 	adoptedSignal chan struct{}
 
 	mu      sync.Mutex // serializes Start, Stop, Close, AddPort, DetachPort and RemovePort
+	closeMu sync.Mutex // serializes Close
 	running bool
 	closed  bool
 	wg      sync.WaitGroup
@@ -207,6 +208,10 @@ func (e *Engine) Stop() {
 // hold with drop.QueuePurge) and returns the workers' buffers to the pool.
 // The pool's leak check (buffer.Pool.Close) then balances.
 func (e *Engine) Close() error {
+	// Close lets go of mu while closes in progress finish: a second
+	// Close waits here until the first is done.
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
 	e.Stop()
 	e.mu.Lock()
 	defer e.mu.Unlock()
