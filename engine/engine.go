@@ -20,7 +20,19 @@ type Engine struct {
 	// set is the ports as workers see them: an immutable snapshot that a
 	// change replaces (RCU). Workers load it once per round.
 	set atomic.Pointer[portSet]
-	ctl *buffer.Cache // closes removed ports while the workers run
+	// ctl is the cache removed ports are closed into while the workers
+	// run, the first of the closers' caches: up to maxClosers ports
+	// close at once, each into a cache of its own, which waits in
+	// closerCaches while no close uses it.
+	ctl          *buffer.Cache
+	closerCaches chan *buffer.Cache
+	closerMade   atomic.Int32
+	// detached holds the ports taken out of the workers' ports whose
+	// closing is DetachPort's caller's: their indexes stay reserved
+	// until they are closed. closers counts the closes in progress
+	// outside mu, which Close waits for.
+	detached []*detachedPort
+	closers  sync.WaitGroup
 	// quarantine holds the ports that left while a worker may still use
 	// them (it did not take up the change in time): their indexes stay
 	// reserved until every worker has let them go (release), and Close
@@ -35,7 +47,12 @@ type Engine struct {
 	// workers and with Now.
 	epoch time.Time
 
-	mu      sync.Mutex // serializes Start, Stop, Close, AddPort and RemovePort
+	// adoptedSignal is written (without blocking) by a worker that took
+	// up a generation, so that publish waits for no longer than that.
+	adoptedSignal chan struct{}
+
+	mu      sync.Mutex // serializes Start, Stop, Close, AddPort, DetachPort and RemovePort
+	closeMu sync.Mutex // serializes Close
 	running bool
 	closed  bool
 	wg      sync.WaitGroup
@@ -77,7 +94,8 @@ func New(cfg Config, ports ...port.Port) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, epoch: time.Now(), adoptTimeout: defaultAdoptTimeout}
+	e := &Engine{cfg: cfg, epoch: time.Now(), adoptTimeout: defaultAdoptTimeout,
+		adoptedSignal: make(chan struct{}, 1), closerCaches: make(chan *buffer.Cache, maxClosers)}
 	set := &portSet{}
 	for _, p := range ports {
 		ps, err := e.checkPort(set, p)
@@ -100,6 +118,8 @@ func New(cfg Config, ports ...port.Port) (*Engine, error) {
 		e.closeWorkers()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	e.closerMade.Store(1)
+	e.closerCaches <- e.ctl
 	return e, nil
 }
 
@@ -188,6 +208,10 @@ func (e *Engine) Stop() {
 // hold with drop.QueuePurge) and returns the workers' buffers to the pool.
 // The pool's leak check (buffer.Pool.Close) then balances.
 func (e *Engine) Close() error {
+	// Close lets go of mu while closes in progress finish: a second
+	// Close waits here until the first is done.
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
 	e.Stop()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -195,14 +219,21 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
-	// The workers have stopped: worker 0's cache is free for this
-	// goroutine to use.
+	// The closes in progress finish first: they take mu again to give
+	// up their ports' indexes, and their caches come home.
+	e.mu.Unlock()
+	e.closers.Wait()
+	e.mu.Lock()
 	var errs []error
 	ports := slices.Clone(e.set.Load().ports)
 	for _, q := range e.quarantine {
 		ports = append(ports, q.ps)
 	}
 	e.quarantine = nil
+	for _, d := range e.detached {
+		ports = append(ports, d.ps) // detached, never closed by the caller
+	}
+	e.detached = nil
 	for _, p := range ports {
 		if p == nil {
 			continue
@@ -219,8 +250,10 @@ func (e *Engine) closeWorkers() {
 	for _, w := range e.workers {
 		w.close()
 	}
-	if e.ctl != nil {
-		e.ctl.Close()
+	// No close is in progress: every closer's cache waits in
+	// closerCaches.
+	for len(e.closerCaches) > 0 {
+		(<-e.closerCaches).Close()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"softnet.dev/buffer"
 	"softnet.dev/port"
 )
 
@@ -81,10 +82,11 @@ func (e *Engine) AddPort(p port.Port, setup func(index int) error) (int, error) 
 }
 
 // freeIndex is the lowest index that neither a port of set nor a
-// quarantined one holds.
+// quarantined or detached one holds.
 func (e *Engine) freeIndex(set *portSet) int {
 	for i, p := range set.ports {
-		if p == nil && !slices.ContainsFunc(e.quarantine, func(q quarantined) bool { return q.ps.index == i }) {
+		if p == nil && !slices.ContainsFunc(e.quarantine, func(q quarantined) bool { return q.ps.index == i }) &&
+			!slices.ContainsFunc(e.detached, func(d *detachedPort) bool { return d.ps.index == i }) {
 			return i
 		}
 	}
@@ -106,22 +108,54 @@ func (s *portSet) with(index int, p *portState) *portSet {
 // rounds, without a lock on their side), the port is closed, purging
 // what it still holds with drop.QueuePurge, so that every buffer it had
 // comes home. Packets that programs still send to the index are dropped
-// with drop.NoRoute.
+// with drop.NoRoute. It is DetachPort and its close in one.
 //
 // With ErrNotAdopted the port is removed all the same, but closed, and
 // its index given to another port, only once every worker has let it
 // go.
 func (e *Engine) RemovePort(index int) error {
+	closePort, err := e.DetachPort(index)
+	if err != nil {
+		return err
+	}
+	return closePort()
+}
+
+// maxClosers bounds the ports that close at once, each into a cache
+// of its own: a cache is a pool's for good.
+const maxClosers = 8
+
+// detachedPort is a port that no worker uses any more, waiting for
+// DetachPort's caller to close it (closing: under way).
+type detachedPort struct {
+	ps      *portState
+	closing bool
+}
+
+// DetachPort takes the port with the given index out of the workers'
+// ports, as RemovePort does, and returns the function that closes it.
+// Closing is the slow part (a TUN device's removal waits for the
+// kernel to unregister it) and runs outside the lock that serializes
+// changes, so other changes, and other closes, go on meanwhile; a
+// caller that holds a lock of its own across DetachPort can release it
+// before calling closePort. Until closePort returns, the port's index
+// is no other port's. closePort is to be called once; a port it was not
+// called for is closed by Close.
+//
+// With ErrNotAdopted the port is detached all the same, and closePort,
+// returned too, does nothing: the engine closes the port once every
+// worker has let it go.
+func (e *Engine) DetachPort(index int) (closePort func() error, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return errors.New("engine: closed")
+		return nil, errors.New("engine: closed")
 	}
 	e.release()
 	cur := e.set.Load()
 	p := cur.port(index)
 	if p == nil {
-		return fmt.Errorf("engine: port %d: %w", index, ErrNoPort)
+		return nil, fmt.Errorf("engine: port %d: %w", index, ErrNoPort)
 	}
 	next := cur.with(index, nil)
 	if err := e.publish(next); err != nil {
@@ -129,15 +163,60 @@ func (e *Engine) RemovePort(index int) error {
 		// what the worker reads.
 		p.down.Store(true)
 		e.quarantine = append(e.quarantine, quarantined{ps: p, safe: next.gen})
-		return fmt.Errorf("engine: port %s removed, its closing deferred: %w", p.info.Name, err)
+		return func() error { return nil }, fmt.Errorf("engine: port %s removed, its closing deferred: %w", p.info.Name, err)
 	}
 	p.tap.Store(nil)
-	err := p.port.CloseInto(e.ctl)
-	e.release()
+	d := &detachedPort{ps: p}
+	e.detached = append(e.detached, d)
+	return func() error { return e.closeDetached(d) }, nil
+}
+
+// closeDetached closes d outside mu, into a closer's cache, and then
+// gives up its index. Close closes d itself if no one started to.
+func (e *Engine) closeDetached(d *detachedPort) error {
+	e.mu.Lock()
+	if e.closed || d.closing || !slices.Contains(e.detached, d) {
+		// Close closes it, or did.
+		e.mu.Unlock()
+		return nil
+	}
+	d.closing = true
+	e.closers.Add(1)
+	e.mu.Unlock()
+	defer e.closers.Done()
+
+	c := e.closerCache()
+	err := d.ps.port.CloseInto(c)
+	e.closerCaches <- c
+
+	e.mu.Lock()
+	e.detached = slices.DeleteFunc(e.detached, func(o *detachedPort) bool { return o == d })
+	e.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("engine: close port %s: %w", p.info.Name, err)
+		return fmt.Errorf("engine: close port %s: %w", d.ps.info.Name, err)
 	}
 	return nil
+}
+
+// closerCache returns a cache for a close to use alone: an idle one, a
+// new one while fewer than maxClosers exist, else the first to come
+// back.
+func (e *Engine) closerCache() *buffer.Cache {
+	select {
+	case c := <-e.closerCaches:
+		return c
+	default:
+	}
+	for n := e.closerMade.Load(); n < maxClosers; n = e.closerMade.Load() {
+		if !e.closerMade.CompareAndSwap(n, n+1) {
+			continue
+		}
+		if c, err := e.cfg.Pool.NewCache(nil); err == nil {
+			return c
+		}
+		break // the pool has no cache to spare: share those made
+	}
+	return <-e.closerCaches
 }
 
 // release closes the quarantined ports that no worker can use any more,
@@ -183,15 +262,21 @@ func (e *Engine) publish(next *portSet) error {
 		return nil // each worker adopts the set when it starts
 	}
 	e.wakeWorkers()
-	deadline := time.Now().Add(e.adoptTimeout)
-	pause := 20 * time.Microsecond
+	// Each worker signals once it took up a generation: the wait is a
+	// wake-up from sleep or the end of a round, not a polling interval.
+	timeout := time.NewTimer(e.adoptTimeout)
+	defer timeout.Stop()
+	expired := false
 	for _, w := range e.workers {
 		for w.adopted.Load() < next.gen {
-			if time.Now().After(deadline) {
+			if expired {
 				return fmt.Errorf("worker %d, within %v: %w", w.index, e.adoptTimeout, ErrNotAdopted)
 			}
-			time.Sleep(pause)
-			pause = min(2*pause, time.Millisecond)
+			select {
+			case <-e.adoptedSignal:
+			case <-timeout.C:
+				expired = true // one more look: the worker may just have caught up
+			}
 		}
 	}
 	return nil

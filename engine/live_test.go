@@ -291,3 +291,123 @@ func TestAdoptTimeout(t *testing.T) {
 		t.Fatalf("leak check: %v", err)
 	}
 }
+
+// blockedClose is a port whose close waits, once it began, until
+// released: a TUN device that the kernel takes its time to unregister.
+type blockedClose struct {
+	closeCount
+	began   chan struct{}
+	release chan struct{}
+}
+
+func (b *blockedClose) CloseInto(cache *buffer.Cache) error {
+	b.began <- struct{}{}
+	<-b.release
+	return b.closeCount.CloseInto(cache)
+}
+
+// Ports detached together close at the same time, outside the engine's
+// lock: while their closes are under way the others forward, a port is
+// added (at an index neither holds) and another removed; their indexes
+// are given again only once they are closed. A detached port that no one
+// closed is closed by Close, once; every buffer comes home.
+func TestDetachedPortsCloseConcurrently(t *testing.T) {
+	pool, err := buffer.NewPool(buffer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := memport.NewGenerator("gen", memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 2, Bulk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSink := func(name string) *closeCount {
+		s, err := memport.NewSink(name, memport.SinkConfig{Layer: packet.L3, Queues: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &closeCount{Port: s}
+	}
+	sink := newSink("sink")
+	slow := make([]*blockedClose, 2)
+	for i := range slow {
+		slow[i] = &blockedClose{closeCount: *newSink(fmt.Sprintf("slow%d", i)), began: make(chan struct{}, 1), release: make(chan struct{})}
+	}
+	toSink := program.Func{ProgramName: "to-sink", F: func(b *program.Batch) {
+		for i := range b.Bufs {
+			b.Verdicts[i] = program.RedirectVerdict(1)
+		}
+	}}
+	e, err := New(Config{Pool: pool, Workers: 2, Programs: []program.Program{toSink}}, gen, sink, slow[0], slow[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sinkPackets := func() uint64 { return sink.Port.(*memport.Sink).Stats().Packets }
+	closed := make(chan error, len(slow))
+	for i := range slow {
+		closePort, err := e.DetachPort(2 + i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { closed <- closePort() }()
+	}
+	for i, s := range slow {
+		select {
+		case <-s.began:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("port slow%d's close did not begin while the other's was under way", i)
+		}
+	}
+
+	before := sinkPackets()
+	deadline := time.Now().Add(10 * time.Second)
+	for sinkPackets() < before+1000 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if sinkPackets() < before+1000 {
+		t.Errorf("the sink got %d packets while two closes were under way, want 1000 or more", sinkPackets()-before)
+	}
+	x := newSink("x")
+	xi, err := e.AddPort(x, nil)
+	if err != nil || xi != 4 {
+		t.Errorf("adding a port while two closes are under way: index %d, %v; want 4, past the indexes of the ports closing", xi, err)
+	}
+	if err == nil {
+		if err := e.RemovePort(xi); err != nil || x.closes.Load() != 1 {
+			t.Errorf("removing a port while two closes are under way: %v, closed %d times", err, x.closes.Load())
+		}
+	}
+
+	for _, s := range slow {
+		close(s.release)
+	}
+	for range slow {
+		if err := <-closed; err != nil {
+			t.Error(err)
+		}
+	}
+	for i, s := range slow {
+		if n := s.closes.Load(); n != 1 {
+			t.Errorf("port slow%d closed %d times, want 1", i, n)
+		}
+	}
+	y := newSink("y")
+	if yi, err := e.AddPort(y, nil); err != nil || yi != 2 {
+		t.Errorf("adding a port once the closes ended: index %d, %v; want the lowest, 2", yi, err)
+	}
+	closeY, err := e.DetachPort(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := closeY(); err != nil || y.closes.Load() != 1 {
+		t.Errorf("a port detached but not closed before Close: closed %d times, and closing it after: %v", y.closes.Load(), err)
+	}
+	if err := pool.Close(); err != nil {
+		t.Fatalf("leak check: %v", err)
+	}
+}

@@ -170,6 +170,10 @@ func (w *worker) adopt(next *portSet) {
 	}
 	w.view = next
 	w.adopted.Store(next.gen)
+	select {
+	case w.e.adoptedSignal <- struct{}{}:
+	default: // publish has a signal to look again already
+	}
 }
 
 // join takes on p's queues: its TX queue for this worker and every

@@ -349,6 +349,13 @@ func (u *txUring) close(q *txQueue, c *buffer.Cache) error {
 	}
 	if n := u.inFlight(); n > 0 {
 		errs = append(errs, fmt.Errorf("%d writes still in flight after cancelling; their buffers stay lent", n))
+	} else {
+		// The device's file now, not when the kernel gets round to
+		// freeing the closed ring (after an RCU grace period): while
+		// the ring holds it, closing the device's last queue does not
+		// remove the device. Should this fail, the ring's teardown
+		// still lets it go.
+		_ = u.ring.UnregisterFiles()
 	}
 	if err := u.ring.Close(); err != nil {
 		errs = append(errs, err)

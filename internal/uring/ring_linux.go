@@ -292,6 +292,17 @@ func (r *Ring) RegisterFiles(fds []int) error {
 	return nil
 }
 
+// UnregisterFiles gives up the files RegisterFiles registered. Close
+// gives them up too, but only once the kernel has torn the ring down,
+// later and asynchronously: a device whose last reference the ring
+// held goes away only then.
+func (r *Ring) UnregisterFiles() error {
+	if _, errno := register(r.fd, unregisterFiles, nil, 0); errno != 0 {
+		return fmt.Errorf("io_uring_register unregister files: %w", errno)
+	}
+	return nil
+}
+
 // RegisterEventfd makes the kernel signal fd when completions are
 // posted, and on a DEFER_TASKRUN ring also when completion work is
 // queued for the ring's thread: a thread sleeping in epoll wakes on it.

@@ -441,3 +441,40 @@ func TestDisabled(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A registered file is the ring's until UnregisterFiles: with the only
+// other reference to a pipe's write end closed, the read end sees no end
+// of file while the ring holds it, and sees it once the ring lets go,
+// with the ring still open.
+func TestUnregisterFiles(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	rd, wr := p[0], p[1]
+	defer unix.Close(rd)
+	r := newRing(t, Options{Entries: 4})
+	if err := r.RegisterFiles([]int{wr}); err != nil {
+		unix.Close(wr)
+		t.Fatal(err)
+	}
+	unix.Close(wr)
+	var buf [8]byte
+	if n, err := unix.Read(rd, buf[:]); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("read with the write end registered: %d, %v; want EAGAIN", n, err)
+	}
+	if err := r.UnregisterFiles(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		n, err := unix.Read(rd, buf[:])
+		if n == 0 && err == nil {
+			return // end of file: the ring let the write end go
+		}
+		if !errors.Is(err, unix.EAGAIN) || time.Now().After(deadline) {
+			t.Fatalf("read once the ring let the write end go: %d, %v; want end of file within %v", n, err, waitLimit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -34,6 +34,7 @@ const (
 // Register opcodes (IORING_REGISTER_*).
 const (
 	registerFiles      = 2
+	unregisterFiles    = 3
 	registerEventfd    = 4
 	registerProbe      = 8
 	registerPbufRing   = 22

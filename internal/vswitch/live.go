@@ -43,6 +43,18 @@ func BySignal(sig string) slog.Attr { return slog.Group("by", "signal", sig) }
 func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
+	// A port of the name just removed may still be closing its device,
+	// which the new one may be again: wait for that, letting other
+	// changes go on meanwhile.
+	for {
+		closed := sw.closed(spec.Name)
+		if closed == nil {
+			break
+		}
+		sw.mu.Unlock()
+		<-closed
+		sw.mu.Lock()
+	}
 	next, err := sw.withPort(spec)
 	if err != nil {
 		return err
@@ -120,34 +132,45 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog
 // with it (as the kernel's go with a deleted device), the workers give
 // up its queues, what it held comes home and its device is closed
 // (removed, if the switch created it). What was learned on it is
-// forgotten.
+// forgotten. The device closes outside the lock that serializes
+// changes: the kernel takes its time to unregister a device, and other
+// changes, removals among them, go on meanwhile.
 func (sw *Switch) RemovePort(name string, by slog.Attr) error {
 	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	return sw.removePort(name, by)
+	closeDevice, err := sw.removePort(name, by)
+	sw.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return closeDevice()
 }
 
-func (sw *Switch) removePort(name string, by slog.Attr) error {
+// removePort takes the named port out of the switch and returns the
+// function that closes its device and logs the removal, to be called
+// once, best without sw.mu: until it returns, the port's index is no
+// other port's and its name waits (closed).
+func (sw *Switch) removePort(name string, by slog.Attr) (closeDevice func() error, err error) {
 	i := sw.cfg.portIndex(name)
 	if i < 0 {
-		return fmt.Errorf("port %s: %w", name, ErrNotFound)
+		return nil, fmt.Errorf("port %s: %w", name, ErrNotFound)
 	}
 	for _, rt := range slices.Clone(sw.cfg.Routes) {
 		if rt.Port == name {
 			if err := sw.removeRoute(rt.Prefix, by); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	lp := sw.ports[i]
-	switch err := sw.engine.RemovePort(lp.index); {
+	closePort, err := sw.engine.DetachPort(lp.index)
+	switch {
 	case errors.Is(err, engine.ErrNotAdopted):
 		// Removed all the same; a late worker may still read the port,
 		// so its policy stays (the next port at the index replaces it).
 		sw.log.Warn("port removed; its device is closed once every worker has let it go", "port", name, "err", err)
 		sw.markStale(lp.index)
 	case err != nil:
-		return fmt.Errorf("port %s: %w", name, err)
+		return nil, fmt.Errorf("port %s: %w", name, err)
 	default:
 		sw.chain.sec.RemovePolicy(lp.index)
 	}
@@ -155,8 +178,34 @@ func (sw *Switch) removePort(name string, by slog.Attr) error {
 	sw.cfg.Ports = slices.Delete(sw.cfg.Ports, i, i+1)
 	sw.ports = slices.Delete(sw.ports, i, i+1)
 	sw.resizeShares()
-	sw.log.Info("port removed", "port", name, by)
-	return nil
+	closed := make(chan struct{})
+	sw.closingMu.Lock()
+	if sw.closing == nil {
+		sw.closing = map[string]chan struct{}{}
+	}
+	sw.closing[name] = closed
+	sw.closingMu.Unlock()
+	return func() error {
+		err := closePort()
+		sw.closingMu.Lock()
+		delete(sw.closing, name)
+		sw.closingMu.Unlock()
+		close(closed)
+		if err != nil {
+			sw.log.Error("port removed; its device did not close cleanly", "port", name, "err", err, by)
+			return fmt.Errorf("port %s: %w", name, err)
+		}
+		sw.log.Info("port removed", "port", name, by)
+		return nil
+	}, nil
+}
+
+// closed returns the channel that closes once the device of the port
+// of that name, removed, is closed; nil if none is closing.
+func (sw *Switch) closed(name string) <-chan struct{} {
+	sw.closingMu.Lock()
+	defer sw.closingMu.Unlock()
+	return sw.closing[name]
 }
 
 func (sw *Switch) markStale(index int) {
@@ -287,6 +336,13 @@ func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
+	// Devices that RemovePort is closing may be opened again: their
+	// closes take no lock of ours, so waiting for them here is safe.
+	for _, p := range cfg.Ports {
+		if closed := sw.closed(p.Name); closed != nil {
+			<-closed
+		}
+	}
 	cur := sw.cfg.clone()
 	var fixed []string
 	if cfg.Workers != cur.Workers {
@@ -360,8 +416,14 @@ func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 			}
 		}
 	}
+	// A changed port's device may be opened again below: each closes
+	// before the next step.
 	for _, name := range append(gone, changed...) {
-		if err := step("port removed: "+name, sw.removePort(name, by)); err != nil {
+		closeDevice, err := sw.removePort(name, by)
+		if err == nil {
+			err = closeDevice()
+		}
+		if err := step("port removed: "+name, err); err != nil {
 			return done, err
 		}
 	}

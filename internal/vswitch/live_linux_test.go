@@ -3,15 +3,18 @@ package vswitch
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/tun"
 )
 
 func (g *guest) spec(t *testing.T, opts string) PortSpec {
@@ -290,6 +293,118 @@ func TestSwitchApplyChecksFirst(t *testing.T) {
 		gone(t, c)
 		ping(t, a, b.v4)
 		ping(t, b, a.v6)
+	}
+	stop()
+}
+
+// Ten ports are removed at once, as a kubelet deletes ten pods, while
+// their guests send and two other guests ping each other, on both I/O
+// paths: every removal succeeds, every removed device leaves its
+// namespace, the two lose no echo and still reach each other, a removed
+// name can be added again at once, and every buffer comes home.
+func TestSwitchRemovePortsConcurrently(t *testing.T) {
+	netnstest.RequireRoot(t)
+	netnstest.RequireTools(t, "ping")
+	for _, ioPath := range []tun.IO{tun.IOAuto, tun.IOSyscall} {
+		t.Run("io="+ioPath.String(), func(t *testing.T) {
+			opts := "" // io_uring where the kernel has it
+			if ioPath != tun.IOAuto {
+				opts = ",io=" + ioPath.String()
+			}
+			testRemovePortsConcurrently(t, opts)
+		})
+	}
+}
+
+func testRemovePortsConcurrently(t *testing.T, opts string) {
+	const removed = 10
+	gs := newScaleGuests(t, removed+2, false)
+	a, b, leaving := gs[0], gs[1], gs[2:]
+	var cfg Config
+	for _, g := range gs {
+		cfg.Ports = append(cfg.Ports, g.spec(t, false, opts))
+		cfg.Routes = append(cfg.Routes, g.routes(t)...)
+	}
+	sw, err := Open(cfg, Tuning{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSwitch(t, sw, nil)
+	parallel(t, gs, func(g *scaleGuest) error { return g.configure(false) })
+	if err := a.pingOnce(b.v4); err != nil {
+		t.Fatal(err)
+	}
+
+	const echoes = 100
+	pinged := make(chan string, 1)
+	go func() {
+		out, err := a.ns.ExecTimeout(30*time.Second, "ping", "-c", fmt.Sprint(echoes), "-i", "0.02", "-W", "2", b.v4)
+		if err != nil {
+			out += err.Error()
+		}
+		pinged <- out
+	}()
+	// The leaving guests send until their devices go: their packets are
+	// in the switch's queues as it removes their ports. Each ping ends
+	// with its device, or after its count or deadline.
+	var senders sync.WaitGroup
+	for _, g := range leaving {
+		senders.Go(func() {
+			_, _ = g.ns.ExecTimeout(30*time.Second, "ping", "-q", "-c", "1000", "-i", "0.002", "-w", "4", a.v4)
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	var removing sync.WaitGroup
+	errs := make(chan error, len(leaving))
+	for _, g := range leaving {
+		removing.Go(func() {
+			if err := sw.RemovePort(g.dev, slog.Attr{}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	removing.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	senders.Wait()
+	for _, g := range leaving {
+		if out, err := g.ns.Exec("ip", "link", "show", g.dev); err == nil {
+			t.Errorf("%s: device %s still there after its port was removed:\n%s", g.ns.Name, g.dev, out)
+		}
+	}
+	if ports := sw.Ports(); len(ports) != 2 || ports[0].Spec.Name != a.dev || ports[1].Spec.Name != b.dev {
+		t.Errorf("ports after the removals: %+v, want %s and %s", ports, a.dev, b.dev)
+	}
+	if rs := sw.Config().Routes; len(rs) != 4 {
+		t.Errorf("routes after the removals: %v, want the 4 to %s and %s", rs, a.dev, b.dev)
+	}
+	if out := <-pinged; !strings.Contains(out, fmt.Sprintf("%d packets transmitted, %d received", echoes, echoes)) {
+		t.Errorf("the ping between the ports that stayed lost echoes:\n%s", out)
+	}
+	for _, to := range []string{b.v4, b.v6} {
+		if err := a.pingOnce(to); err != nil {
+			t.Error(err)
+		}
+	}
+
+	// A removed name comes back, its device anew, and forwards.
+	back := leaving[0]
+	if err := sw.AddPort(back.spec(t, false, opts), slog.Attr{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range back.routes(t) {
+		if err := sw.AddRoute(r, slog.Attr{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := back.configure(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.pingOnce(a.v4); err != nil {
+		t.Error(err)
 	}
 	stop()
 }

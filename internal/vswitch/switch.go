@@ -170,6 +170,11 @@ type Switch struct {
 	// after they were forgotten (engine.ErrNotAdopted): the next port
 	// there forgets what the worker learned.
 	stale map[int]bool
+	// closing are the ports removed whose devices are being closed,
+	// outside mu, by name: each channel closes when its device is
+	// closed, and a port of that name is added only then.
+	closingMu sync.Mutex
+	closing   map[string]chan struct{}
 
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
