@@ -514,19 +514,19 @@ func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
 		return drop.PktTooSmall
 	}
 	need := r.hdrLen + len(pkt)
-	avail, ok := r.pending()
-	if !ok {
-		q.breakRing(r, "available index more than a ring ahead")
-		return drop.DevReady
-	}
 	segs := r.segs[:0]
 	chains, have := 0, 0
 	for have < need {
+		if chains == 1 && !r.mergeable {
+			return drop.PktTooBig // the guest's buffers are smaller than the packet
+		}
+		avail, ok := r.available(uint16(chains) + 1)
 		switch {
+		case !ok:
+			q.breakRing(r, "available index more than a ring ahead")
+			return drop.DevReady
 		case chains == int(avail):
 			return drop.FullRing
-		case chains == 1 && !r.mergeable:
-			return drop.PktTooBig // the guest's buffers are smaller than the packet
 		}
 		head := r.availHead(r.lastAvail + uint16(chains))
 		var n int

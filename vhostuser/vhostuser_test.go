@@ -90,6 +90,20 @@ func TestGuestToPortAndBack(t *testing.T) {
 	if s.RxPackets != 3 || s.TxPackets != 2 || s.TxDrops[drop.FullRing] != 1 {
 		t.Errorf("stats %+v: want 3 received, 2 sent, 1 FULL_RING", s)
 	}
+	// Two more buffers, five in all: the frame fits now. The port last
+	// saw three waiting; it must read the guest's index again.
+	f.postRx(8, 2, 256)
+	big := testFrame(1200, 4)
+	if n, _ := p.TxQueue(0).Transmit(c, []*buffer.Buf{bufWith(t, c, big)}); n != 1 {
+		t.Fatalf("a frame for five buffers, with five posted: %d sent, want 1 (stats %+v)", n, p.Stats())
+	}
+	if _, frames := f.received(); len(frames) != 1 || !bytes.Equal(frames[0], big) {
+		t.Errorf("guest received %d frames, want the 1200-byte one", len(frames))
+	}
+	s = p.Stats()
+	if s.TxPackets != 3 {
+		t.Errorf("stats %+v: want 3 sent", s)
+	}
 	if s.Features != featVersion1|featMrgRxbuf|featProtocol {
 		t.Errorf("features %#x, want VERSION_1, MRG_RXBUF and PROTOCOL_FEATURES", s.Features)
 	}
