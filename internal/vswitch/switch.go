@@ -96,14 +96,14 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	if p.Engine.Batch == 0 {
 		p.Engine.Batch = engine.DefaultBatch
 	}
+	if t.BusyPoll == 0 {
+		p.Engine.BusyPoll = DefaultBusyPoll
+	}
 	cpus, err := ParseCPUs(t.CPUs)
 	if err != nil {
 		return Plan{}, fmt.Errorf("cpus: %w", err)
 	}
 	p.Engine.CPUs = cpus
-	if t.BusyPoll == 0 {
-		p.Engine.BusyPoll = DefaultBusyPoll
-	}
 	if len(cfg.Ports) > 0 {
 		p.TAP = cfg.Ports[0].l2()
 	}
