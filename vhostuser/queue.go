@@ -309,8 +309,9 @@ func (q *rxQueue) setPool(p *buffer.Pool) error {
 }
 
 // accept copies the chain's total bytes, header and frame, into b so
-// that the frame starts at the headroom and the virtio-net header sits
-// right before it (as package tun leaves it), then validates the header.
+// that the frame starts at the headroom, then validates the header. A
+// header the packet still needs (tun.FlagVnetHdr: GSO or a checksum to
+// finish) is left right before the frame, as package tun leaves it.
 func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (bool, drop.Reason) {
 	hl := r.hdrLen
 	switch {
@@ -326,13 +327,8 @@ func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (boo
 		return false, drop.PktTooBig
 	}
 	gather(frame[off:off+total], segs)
-	if hl == hdrMrg {
-		// num_buffers follows the header; it means nothing from the
-		// guest. Move the header next to the frame.
-		copy(frame[off+2:off+hl], frame[off:off+vnet.HeaderLen])
-	}
 	b.SetData(head, total-hl)
-	h, _ := vnet.Decode(frame[head-vnet.HeaderLen : head])
+	h, _ := vnet.Decode(frame[off : off+vnet.HeaderLen])
 	if h == (vnet.Header{}) || (h.Flags == vnet.FlagDataValid && h.GSOType == vnet.GSONone) {
 		return true, drop.NotSpecified
 	}
@@ -344,6 +340,11 @@ func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (boo
 		return false, reason
 	}
 	if h.IsGSO() || h.NeedsCsum() {
+		if hl == hdrMrg {
+			// num_buffers follows the header; it means nothing from the
+			// guest. Move the header next to the frame.
+			copy(frame[head-vnet.HeaderLen:head], frame[off:off+vnet.HeaderLen])
+		}
 		b.SetFlags(tun.FlagVnetHdr)
 	}
 	return true, drop.NotSpecified
