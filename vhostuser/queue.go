@@ -481,7 +481,7 @@ func (q *txQueue) send(c *buffer.Cache, r *split, b *buffer.Buf) bool {
 	if b.Flags()&tun.FlagVnetHdr != 0 && b.Headroom() >= vnet.HeaderLen {
 		h, _ := vnet.Decode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
 		if offloadsOf(h, b.Bytes())&^r.toGuest == 0 {
-			return q.done(c, b, q.deliver(r, h, b.Bytes()))
+			return q.done(c, b, q.deliver(r, &h, b.Bytes()))
 		}
 		switch {
 		case h.IsGSO():
@@ -490,7 +490,7 @@ func (q *txQueue) send(c *buffer.Cache, r *split, b *buffer.Buf) bool {
 			return q.finishChecksum(c, r, b, h)
 		}
 	}
-	return q.done(c, b, q.deliver(r, vnet.Header{}, b.Bytes()))
+	return q.done(c, b, q.deliver(r, nil, b.Bytes()))
 }
 
 // done frees b as sent, or drops it with the reason.
@@ -508,9 +508,10 @@ func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) bool 
 // delivered is deliver's success: no reason to drop.
 const delivered = drop.NumReasons
 
-// deliver copies the header h and pkt into the guest's next receive
-// chains. Nothing is consumed unless the whole packet fits.
-func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
+// deliver copies the header h (nil: none, all zero) and pkt into the
+// guest's next receive chains. Nothing is consumed unless the whole
+// packet fits.
+func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 	if len(pkt) == 0 {
 		return drop.PktTooSmall
 	}
@@ -542,12 +543,7 @@ func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
 		chains++
 		have += n
 	}
-	var hdr [hdrMrg]byte
-	h.Encode(hdr[:])
-	if r.hdrLen == hdrMrg {
-		binary.LittleEndian.PutUint16(hdr[vnet.HeaderLen:], uint16(chains))
-	}
-	scatter(segs, 0, hdr[:r.hdrLen])
+	q.writeHeader(r, segs, h, chains)
 	scatter(segs, r.hdrLen, pkt)
 	left := need
 	for k := range chains {
@@ -560,6 +556,35 @@ func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
 	q.ctr.N[cTxPackets]++
 	q.ctr.N[cTxBytes] += uint64(len(pkt))
 	return delivered
+}
+
+// writeHeader writes the virtio-net header h (nil: all zero) of a packet
+// over chains receive chains at the start of their buffers segs. The
+// header is stored straight into the first buffer, which a guest's
+// buffer always holds whole in practice: assembled on the stack first,
+// it would be read back by a copy whose loads wait for every earlier
+// store to the guest's memory to complete (a load that spans several
+// smaller stores is not forwarded from them), one stall per packet.
+func (q *txQueue) writeHeader(r *split, segs [][]byte, h *vnet.Header, chains int) {
+	if first := segs[0]; len(first) >= r.hdrLen {
+		if h != nil {
+			h.Encode(first)
+		} else {
+			clear(first[:vnet.HeaderLen])
+		}
+		if r.hdrLen == hdrMrg {
+			binary.LittleEndian.PutUint16(first[vnet.HeaderLen:], uint16(chains))
+		}
+		return
+	}
+	var hdr [hdrMrg]byte
+	if h != nil {
+		h.Encode(hdr[:])
+	}
+	if r.hdrLen == hdrMrg {
+		binary.LittleEndian.PutUint16(hdr[vnet.HeaderLen:], uint16(chains))
+	}
+	scatter(segs, 0, hdr[:r.hdrLen])
 }
 
 // breakRing gives up a ring the guest corrupted, until it restarts.
@@ -586,7 +611,7 @@ func (q *txQueue) segment(c *buffer.Cache, r *split, b *buffer.Buf, h vnet.Heade
 	res := delivered
 	for i, s := range segs[:got] {
 		if res == delivered {
-			res = q.deliver(r, vnet.Header{}, s.Bytes())
+			res = q.deliver(r, nil, s.Bytes())
 		}
 		// The segments are this queue's copies: freed as consumed, and a
 		// loss counted once, on the packet they came from.
@@ -618,7 +643,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, r *split, b *buffer.Buf, h vne
 	}
 	res := drop.DevHdr // offsets outside the packet
 	if vnet.FinishChecksum(h, pkt) {
-		res = q.deliver(r, vnet.Header{}, pkt)
+		res = q.deliver(r, nil, pkt)
 	}
 	if cp != nil {
 		q.copy = nil

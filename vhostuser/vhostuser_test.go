@@ -699,3 +699,44 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per packet received and sent", allocs)
 	}
 }
+
+// TestHeaderAcrossBuffers: a guest whose receive buffers are smaller
+// than the virtio-net header gets it spread over them, and the frame
+// after it.
+func TestHeaderAcrossBuffers(t *testing.T) {
+	p, _, c := testPort(t, Config{})
+	f := newTestFrontend(t, p.Socket())
+	f.setup(featVersion1 | featMrgRxbuf)
+	waitRunning(t, p, 0)
+	for i := range 16 { // what the guest's buffers held before
+		off := f.bufOff(0, i)
+		for k := range 8 {
+			f.mem[off+k] = 0xff
+		}
+	}
+	f.postRx(0, 16, 8)
+	want := testFrame(60, 5)
+	if n, err := p.TxQueue(0).Transmit(c, []*buffer.Buf{bufWith(t, c, want)}); n != 1 || err != nil {
+		t.Fatalf("Transmit = %d, %v; want 1, nil", n, err)
+	}
+	// The used entries in order, each buffer's bytes: the header, then
+	// the frame.
+	var got []byte
+	ids, lens := f.used(0)
+	for i, id := range ids {
+		off := f.bufOff(0, int(id))
+		got = append(got, f.mem[off:off+int(lens[i])]...)
+	}
+	if len(ids) != 9 || len(got) != hdrMrg+len(want) {
+		t.Fatalf("%d buffers used with %d bytes, want 9 with %d", len(ids), len(got), hdrMrg+len(want))
+	}
+	if h, _ := vnet.Decode(got); h != (vnet.Header{}) {
+		t.Errorf("header %+v, want zero", h)
+	}
+	if nb := binary.LittleEndian.Uint16(got[vnet.HeaderLen:]); nb != 9 {
+		t.Errorf("num_buffers %d for 72 bytes in 8-byte buffers, want 9", nb)
+	}
+	if !bytes.Equal(got[hdrMrg:], want) {
+		t.Errorf("frame % x, want % x", got[hdrMrg:], want)
+	}
+}
