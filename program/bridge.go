@@ -144,6 +144,7 @@ func (br *Bridge) Run(b *Batch) {
 	t := br.fdb.Load()
 	var learned pending[[6]byte]
 	var refused, held uint64
+	var src, dst stationMemo
 	for i := range b.Len() {
 		h, ok := b.Undecided(i)
 		if !ok {
@@ -153,7 +154,7 @@ func (br *Bridge) Run(b *Batch) {
 			b.Verdicts[i] = DropVerdict(drop.InvalidProto)
 			continue
 		}
-		if br.mustLearn(t, h.Src, b.Ingress, now, &refused, &held) && learned.add(h.Src) {
+		if br.mustLearn(t, src.lookup(t, h.Src), b.Ingress, now, &refused, &held) && learned.add(h.Src) {
 			br.commit(&learned, b.Ingress, now)
 			t = br.fdb.Load()
 		}
@@ -162,7 +163,7 @@ func (br *Bridge) Run(b *Batch) {
 			b.Verdicts[i] = FloodVerdict
 			continue
 		}
-		e := t.entries[h.Dst]
+		e := dst.lookup(t, h.Dst)
 		switch {
 		case e == nil || br.expired(e, now):
 			b.Verdicts[i] = FloodVerdict
@@ -183,16 +184,34 @@ func (br *Bridge) Run(b *Batch) {
 	}
 }
 
+// stationMemo remembers a batch's last lookup of a station in a table:
+// a burst's packets mostly come from and go to the same stations, and a
+// map lookup with a 6-byte key costs more than comparing the key. A
+// table's entries never change once published (commit copies), so a
+// lookup in the same table gives the same entry.
+type stationMemo struct {
+	t   *fdb
+	mac [6]byte
+	e   *fdbEntry
+}
+
+func (m *stationMemo) lookup(t *fdb, mac [6]byte) *fdbEntry {
+	if m.t != t || m.mac != mac {
+		m.t, m.mac, m.e = t, mac, t.entries[mac]
+	}
+	return m.e
+}
+
 func (br *Bridge) expired(e *fdbEntry, now int64) bool {
 	return now-e.seen.Load() > br.ageing
 }
 
-// mustLearn refreshes a known station in place and reports whether src
-// needs the writer: a new station, or one that moved to port. It counts
-// in refused the new stations it skips because the table or the port's
-// share is full, and in held the moves within the move hold.
-func (br *Bridge) mustLearn(t *fdb, src [6]byte, port int, now int64, refused, held *uint64) bool {
-	e := t.entries[src]
+// mustLearn refreshes a known station in place and reports whether a
+// source, whose entry in t is e (nil if none), needs the writer: a new
+// station, or one that moved to port. It counts in refused the new
+// stations it skips because the table or the port's share is full, and
+// in held the moves within the move hold.
+func (br *Bridge) mustLearn(t *fdb, e *fdbEntry, port int, now int64, refused, held *uint64) bool {
 	if e != nil && e.port == port {
 		// Also revives an expired entry that was not purged yet. Workers'
 		// clocks may disagree a little: an older now does not go back.

@@ -215,3 +215,35 @@ func TestBridgePerPortShare(t *testing.T) {
 		t.Errorf("stations by port %v after ageing, want 1 on port 9", on)
 	}
 }
+
+// TestBridgeLearnsWithinABatch checks that a station the batch itself
+// learned, once its learning is committed mid-batch, is found by the
+// batch's later frames, however often the batch repeats a station.
+func TestBridgeLearnsWithinABatch(t *testing.T) {
+	e := newPktEnv(t)
+	br := NewBridge(BridgeConfig{})
+	// From port 1: learnBatch+1 new stations, all to the first of them,
+	// which is unknown until the learning is committed with the
+	// learnBatch-th; from that frame on it is on the ingress port itself.
+	var fills []func([]byte) int
+	var want []Verdict
+	for i := range learnBatch + 4 {
+		src := mac(byte(10 + min(i, learnBatch)))
+		fills = append(fills, frame(mac(10), src))
+		if i < learnBatch-1 {
+			want = append(want, FloodVerdict)
+		} else {
+			want = append(want, DropVerdict(drop.NoRoute))
+		}
+	}
+	b := e.batch(packet.L2, 1, 0, fills...)
+	br.Run(b)
+	wantVerdicts(t, b, want...)
+	// From port 2: the same stations over and over, and one unknown.
+	b = e.batch(packet.L2, 2, 0, frame(mac(10), mac(2)), frame(mac(10), mac(2)), frame(mac(11), mac(2)), frame(mac(10), mac(2)), frame(mac(3), mac(2)), frame(mac(11), mac(2)))
+	br.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(1), RedirectVerdict(1), RedirectVerdict(1), RedirectVerdict(1), FloodVerdict, RedirectVerdict(1))
+	b = e.batch(packet.L2, 1, 0, frame(mac(2), mac(10)), frame(mac(2), mac(11)))
+	br.Run(b)
+	wantVerdicts(t, b, RedirectVerdict(2), RedirectVerdict(2))
+}

@@ -309,8 +309,9 @@ func (q *rxQueue) setPool(p *buffer.Pool) error {
 }
 
 // accept copies the chain's total bytes, header and frame, into b so
-// that the frame starts at the headroom and the virtio-net header sits
-// right before it (as package tun leaves it), then validates the header.
+// that the frame starts at the headroom, then validates the header. A
+// header the packet still needs (tun.FlagVnetHdr: GSO or a checksum to
+// finish) is left right before the frame, as package tun leaves it.
 func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (bool, drop.Reason) {
 	hl := r.hdrLen
 	switch {
@@ -326,13 +327,8 @@ func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (boo
 		return false, drop.PktTooBig
 	}
 	gather(frame[off:off+total], segs)
-	if hl == hdrMrg {
-		// num_buffers follows the header; it means nothing from the
-		// guest. Move the header next to the frame.
-		copy(frame[off+2:off+hl], frame[off:off+vnet.HeaderLen])
-	}
 	b.SetData(head, total-hl)
-	h, _ := vnet.Decode(frame[head-vnet.HeaderLen : head])
+	h, _ := vnet.Decode(frame[off : off+vnet.HeaderLen])
 	if h == (vnet.Header{}) || (h.Flags == vnet.FlagDataValid && h.GSOType == vnet.GSONone) {
 		return true, drop.NotSpecified
 	}
@@ -344,6 +340,11 @@ func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (boo
 		return false, reason
 	}
 	if h.IsGSO() || h.NeedsCsum() {
+		if hl == hdrMrg {
+			// num_buffers follows the header; it means nothing from the
+			// guest. Move the header next to the frame.
+			copy(frame[head-vnet.HeaderLen:head], frame[off:off+vnet.HeaderLen])
+		}
 		b.SetFlags(tun.FlagVnetHdr)
 	}
 	return true, drop.NotSpecified
@@ -480,7 +481,7 @@ func (q *txQueue) send(c *buffer.Cache, r *split, b *buffer.Buf) bool {
 	if b.Flags()&tun.FlagVnetHdr != 0 && b.Headroom() >= vnet.HeaderLen {
 		h, _ := vnet.Decode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
 		if offloadsOf(h, b.Bytes())&^r.toGuest == 0 {
-			return q.done(c, b, q.deliver(r, h, b.Bytes()))
+			return q.done(c, b, q.deliver(r, &h, b.Bytes()))
 		}
 		switch {
 		case h.IsGSO():
@@ -489,7 +490,7 @@ func (q *txQueue) send(c *buffer.Cache, r *split, b *buffer.Buf) bool {
 			return q.finishChecksum(c, r, b, h)
 		}
 	}
-	return q.done(c, b, q.deliver(r, vnet.Header{}, b.Bytes()))
+	return q.done(c, b, q.deliver(r, nil, b.Bytes()))
 }
 
 // done frees b as sent, or drops it with the reason.
@@ -507,26 +508,27 @@ func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) bool 
 // delivered is deliver's success: no reason to drop.
 const delivered = drop.NumReasons
 
-// deliver copies the header h and pkt into the guest's next receive
-// chains. Nothing is consumed unless the whole packet fits.
-func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
+// deliver copies the header h (nil: none, all zero) and pkt into the
+// guest's next receive chains. Nothing is consumed unless the whole
+// packet fits.
+func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 	if len(pkt) == 0 {
 		return drop.PktTooSmall
 	}
 	need := r.hdrLen + len(pkt)
-	avail, ok := r.pending()
-	if !ok {
-		q.breakRing(r, "available index more than a ring ahead")
-		return drop.DevReady
-	}
 	segs := r.segs[:0]
 	chains, have := 0, 0
 	for have < need {
+		if chains == 1 && !r.mergeable {
+			return drop.PktTooBig // the guest's buffers are smaller than the packet
+		}
+		avail, ok := r.available(uint16(chains) + 1)
 		switch {
+		case !ok:
+			q.breakRing(r, "available index more than a ring ahead")
+			return drop.DevReady
 		case chains == int(avail):
 			return drop.FullRing
-		case chains == 1 && !r.mergeable:
-			return drop.PktTooBig // the guest's buffers are smaller than the packet
 		}
 		head := r.availHead(r.lastAvail + uint16(chains))
 		var n int
@@ -541,12 +543,7 @@ func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
 		chains++
 		have += n
 	}
-	var hdr [hdrMrg]byte
-	h.Encode(hdr[:])
-	if r.hdrLen == hdrMrg {
-		binary.LittleEndian.PutUint16(hdr[vnet.HeaderLen:], uint16(chains))
-	}
-	scatter(segs, 0, hdr[:r.hdrLen])
+	q.writeHeader(r, segs, h, chains)
 	scatter(segs, r.hdrLen, pkt)
 	left := need
 	for k := range chains {
@@ -559,6 +556,35 @@ func (q *txQueue) deliver(r *split, h vnet.Header, pkt []byte) drop.Reason {
 	q.ctr.N[cTxPackets]++
 	q.ctr.N[cTxBytes] += uint64(len(pkt))
 	return delivered
+}
+
+// writeHeader writes the virtio-net header h (nil: all zero) of a packet
+// over chains receive chains at the start of their buffers segs. The
+// header is stored straight into the first buffer, which a guest's
+// buffer always holds whole in practice: assembled on the stack first,
+// it would be read back by a copy whose loads wait for every earlier
+// store to the guest's memory to complete (a load that spans several
+// smaller stores is not forwarded from them), one stall per packet.
+func (q *txQueue) writeHeader(r *split, segs [][]byte, h *vnet.Header, chains int) {
+	if first := segs[0]; len(first) >= r.hdrLen {
+		if h != nil {
+			h.Encode(first)
+		} else {
+			clear(first[:vnet.HeaderLen])
+		}
+		if r.hdrLen == hdrMrg {
+			binary.LittleEndian.PutUint16(first[vnet.HeaderLen:], uint16(chains))
+		}
+		return
+	}
+	var hdr [hdrMrg]byte
+	if h != nil {
+		h.Encode(hdr[:])
+	}
+	if r.hdrLen == hdrMrg {
+		binary.LittleEndian.PutUint16(hdr[vnet.HeaderLen:], uint16(chains))
+	}
+	scatter(segs, 0, hdr[:r.hdrLen])
 }
 
 // breakRing gives up a ring the guest corrupted, until it restarts.
@@ -585,7 +611,7 @@ func (q *txQueue) segment(c *buffer.Cache, r *split, b *buffer.Buf, h vnet.Heade
 	res := delivered
 	for i, s := range segs[:got] {
 		if res == delivered {
-			res = q.deliver(r, vnet.Header{}, s.Bytes())
+			res = q.deliver(r, nil, s.Bytes())
 		}
 		// The segments are this queue's copies: freed as consumed, and a
 		// loss counted once, on the packet they came from.
@@ -617,7 +643,7 @@ func (q *txQueue) finishChecksum(c *buffer.Cache, r *split, b *buffer.Buf, h vne
 	}
 	res := drop.DevHdr // offsets outside the packet
 	if vnet.FinishChecksum(h, pkt) {
-		res = q.deliver(r, vnet.Header{}, pkt)
+		res = q.deliver(r, nil, pkt)
 	}
 	if cp != nil {
 		q.copy = nil

@@ -60,6 +60,10 @@ type split struct {
 	mem   *memTable
 
 	lastAvail uint16 // the next available entry to take
+	// availSeen is the driver's available index as last read: entries
+	// up to it may be taken without reading the index, which the driver
+	// writes from another CPU, again (a cache miss each time).
+	availSeen uint16
 	usedIdx   uint16 // the next used entry to fill
 	usedFlags uint16
 	// broken: the guest corrupted the ring, which is left alone until
@@ -91,7 +95,7 @@ func newSplit(mem *memTable, num uint32, a vringAddr, base uint16) (*split, stri
 	case a.Desc%descAlign != 0 || a.Avail%availAlign != 0 || a.Used%usedAlign != 0:
 		return nil, "ring addresses misaligned"
 	}
-	r := &split{num: uint16(num), mem: mem, lastAvail: base}
+	r := &split{num: uint16(num), mem: mem, lastAvail: base, availSeen: base}
 	r.desc = mem.user(a.Desc, uint64(num)*descLen)
 	r.avail = mem.user(a.Avail, ringHeaderLen+2*uint64(num)+ringEventLen)
 	r.used = mem.user(a.Used, ringHeaderLen+usedElemLen*uint64(num)+ringEventLen)
@@ -139,8 +143,20 @@ func (r *split) availFlags() uint16 { return load16(r.avail, 0) }
 // device did not take, and false if the driver's index is more than a
 // ring ahead, which no honest driver makes.
 func (r *split) pending() (uint16, bool) {
-	n := r.availIdx() - r.lastAvail
+	r.availSeen = r.availIdx()
+	n := r.availSeen - r.lastAvail
 	return n, n <= r.num
+}
+
+// available is pending for a device that wants want entries: it reads
+// the driver's index only if fewer are known to wait (availSeen), so
+// that a burst reads it about once. An index that is more than a ring
+// ahead is never kept: the ring breaks.
+func (r *split) available(want uint16) (uint16, bool) {
+	if n := r.availSeen - r.lastAvail; n >= want && n <= r.num {
+		return n, true
+	}
+	return r.pending()
 }
 
 // availHead returns the head of available entry i (free running).

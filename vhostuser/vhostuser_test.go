@@ -90,6 +90,20 @@ func TestGuestToPortAndBack(t *testing.T) {
 	if s.RxPackets != 3 || s.TxPackets != 2 || s.TxDrops[drop.FullRing] != 1 {
 		t.Errorf("stats %+v: want 3 received, 2 sent, 1 FULL_RING", s)
 	}
+	// Two more buffers, five in all: the frame fits now. The port last
+	// saw three waiting; it must read the guest's index again.
+	f.postRx(8, 2, 256)
+	big := testFrame(1200, 4)
+	if n, _ := p.TxQueue(0).Transmit(c, []*buffer.Buf{bufWith(t, c, big)}); n != 1 {
+		t.Fatalf("a frame for five buffers, with five posted: %d sent, want 1 (stats %+v)", n, p.Stats())
+	}
+	if _, frames := f.received(); len(frames) != 1 || !bytes.Equal(frames[0], big) {
+		t.Errorf("guest received %d frames, want the 1200-byte one", len(frames))
+	}
+	s = p.Stats()
+	if s.TxPackets != 3 {
+		t.Errorf("stats %+v: want 3 sent", s)
+	}
 	if s.Features != featVersion1|featMrgRxbuf|featProtocol {
 		t.Errorf("features %#x, want VERSION_1, MRG_RXBUF and PROTOCOL_FEATURES", s.Features)
 	}
@@ -683,5 +697,46 @@ func TestNoAllocs(t *testing.T) {
 	round() // warm the cache
 	if allocs := testing.AllocsPerRun(500, round); allocs != 0 {
 		t.Errorf("%v allocations per packet received and sent", allocs)
+	}
+}
+
+// TestHeaderAcrossBuffers: a guest whose receive buffers are smaller
+// than the virtio-net header gets it spread over them, and the frame
+// after it.
+func TestHeaderAcrossBuffers(t *testing.T) {
+	p, _, c := testPort(t, Config{})
+	f := newTestFrontend(t, p.Socket())
+	f.setup(featVersion1 | featMrgRxbuf)
+	waitRunning(t, p, 0)
+	for i := range 16 { // what the guest's buffers held before
+		off := f.bufOff(0, i)
+		for k := range 8 {
+			f.mem[off+k] = 0xff
+		}
+	}
+	f.postRx(0, 16, 8)
+	want := testFrame(60, 5)
+	if n, err := p.TxQueue(0).Transmit(c, []*buffer.Buf{bufWith(t, c, want)}); n != 1 || err != nil {
+		t.Fatalf("Transmit = %d, %v; want 1, nil", n, err)
+	}
+	// The used entries in order, each buffer's bytes: the header, then
+	// the frame.
+	var got []byte
+	ids, lens := f.used(0)
+	for i, id := range ids {
+		off := f.bufOff(0, int(id))
+		got = append(got, f.mem[off:off+int(lens[i])]...)
+	}
+	if len(ids) != 9 || len(got) != hdrMrg+len(want) {
+		t.Fatalf("%d buffers used with %d bytes, want 9 with %d", len(ids), len(got), hdrMrg+len(want))
+	}
+	if h, _ := vnet.Decode(got); h != (vnet.Header{}) {
+		t.Errorf("header %+v, want zero", h)
+	}
+	if nb := binary.LittleEndian.Uint16(got[vnet.HeaderLen:]); nb != 9 {
+		t.Errorf("num_buffers %d for 72 bytes in 8-byte buffers, want 9", nb)
+	}
+	if !bytes.Equal(got[hdrMrg:], want) {
+		t.Errorf("frame % x, want % x", got[hdrMrg:], want)
 	}
 }

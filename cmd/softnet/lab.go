@@ -98,10 +98,11 @@ the control API's statistics) and their heap allocations per datagram
 With --vhost lab measures vhost-user ports, for VMs, instead: DPDK's
 dpdk-testpmd (Debian package dpdk-dev) with two virtio-user ports sends
 64- and 1500-byte frames in a loop through (a) softnet's two vhost-user
-ports bridged in one switch and (b) DPDK's own vhost back-end (testpmd
-net_vhost ports, io forwarding), the reference. It reports Mpps, Gbit/s,
-the back-end's CPU per packet, allocations per packet, the ports' drops,
-and softnet's TUN path at 64 bytes in the same run. It takes 512 MiB of
+ports bridged in one switch, its worker on CPU 0 (as with switch --cpus 0),
+and (b) DPDK's own vhost back-end (testpmd net_vhost ports, io forwarding,
+on CPU 0), the reference. It reports Mpps, Gbit/s, the back-end's CPU per
+packet, allocations per packet, the ports' drops, softnet's worker rounds
+and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes 512 MiB of
 2 MiB hugepages (vm.nr_hugepages raised by what is missing, lowered
 after).`,
 		Example: `  sudo softnet lab

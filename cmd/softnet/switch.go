@@ -28,6 +28,7 @@ func newSwitchCmd() *cobra.Command {
 		filters       []string
 		workers       int
 		busyPoll      time.Duration
+		cpus          string
 		configFile    string
 		statsJSON     string
 		controlPath   string
@@ -195,6 +196,9 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if busyPoll < 0 || busyPoll > vswitch.MaxBusyPoll {
 				return usageError{fmt.Errorf("--busy-poll %v: want 0 to %v", busyPoll, vswitch.MaxBusyPoll)}
 			}
+			if _, err := vswitch.ParseCPUs(cpus); err != nil {
+				return usageError{fmt.Errorf("--cpus: %w", err)}
+			}
 			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
 			if err != nil {
 				return usageError{err}
@@ -225,7 +229,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				}
 				lns = append(lns, metricsLn)
 			}
-			t := vswitch.Tuning{BusyPoll: busyPoll}
+			t := vswitch.Tuning{BusyPoll: busyPoll, CPUs: cpus}
 			if busyPoll == 0 {
 				t.BusyPoll = -1 // off, where Tuning's zero is the default
 			}
@@ -271,6 +275,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
+	f.StringVar(&cpus, "cpus", "", "pin the workers to these CPUs, worker i to the i-th (e.g. 0 or 2,3 or 2-5); for vhost-user ports, CPUs the VMs do not use")
 	f.StringVar(&configFile, "config", "", "read ports, routes, services, filters and workers from FILE")
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")
 	f.DurationVar(&busyPoll, "busy-poll", vswitch.DefaultBusyPoll, "after finding work, a worker keeps polling this long before it sleeps (0: sleep after a few empty rounds)")

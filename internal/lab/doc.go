@@ -81,8 +81,9 @@
 // With Options.Vhost (--vhost) the lab measures vhost-user ports, a VM's
 // path, instead (vhost.go): DPDK's testpmd with two virtio-user ports
 // loops 64- and 1500-byte frames through softnet's two vhost-user ports
-// bridged in one switch, and through DPDK's own vhost back-end (a second
-// testpmd, io forwarding), the reference; then softnet's TUN path at 64
+// bridged in one switch (its worker pinned to the CPU the reference gets,
+// as an operator pins it with --cpus), and through DPDK's own vhost
+// back-end (a second testpmd, io forwarding), the reference; then softnet's TUN path at 64
 // bytes. Mpps, Gbit/s, the back-end's CPU per packet, softnet's
 // allocations per packet and the ports' drops; experiments lab-vhost-64
 // and lab-vhost-1500, with the goals softnet ≥ 0.5× DPDK's back-end and

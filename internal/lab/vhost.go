@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"softnet.dev/drop"
@@ -28,7 +29,7 @@ import (
 // circulates through the back-end until testpmd stops: a loop, bounded in
 // time, whose rate is the back-end's. Two busy processes per
 // configuration on a two-CPU machine: the front-end's forwarding lcore on
-// CPU 1, the back-end's (testpmd's, or softnet's worker) left the other.
+// CPU 1, the back-end's (testpmd's, or softnet's worker) pinned to CPU 0.
 
 // Names of the back-ends of a --vhost run.
 const (
@@ -95,6 +96,22 @@ type VhostRun struct {
 	BadChains uint64
 	Features  uint64
 	Leak      string
+	// Worker is what softnet's worker and ports did over the window,
+	// to tell a worker that polls from one that sleeps; softnet only.
+	Worker *VhostActivity
+}
+
+// VhostActivity is softnet's worker and vhost-user ports over a window.
+type VhostActivity struct {
+	Rounds     uint64 `json:"rounds"`      // poll rounds
+	BusyRounds uint64 `json:"busy_rounds"` // rounds that found packets
+	Sleeps     uint64 `json:"sleeps"`      // waits in epoll for a kick
+	Calls      uint64 `json:"calls"`       // notifications sent to the guests
+}
+
+// sub returns a-b, counter by counter.
+func (a VhostActivity) sub(b VhostActivity) VhostActivity {
+	return VhostActivity{Rounds: a.Rounds - b.Rounds, BusyRounds: a.BusyRounds - b.BusyRounds, Sleeps: a.Sleeps - b.Sleeps, Calls: a.Calls - b.Calls}
 }
 
 // run returns the figures of backend at frame bytes, or nil.
@@ -200,6 +217,8 @@ type vhostBackend interface {
 	cpu() (time.Duration, error) // the back-end process's CPU time
 	// workers returns softnet's worker threads' CPU time, false for DPDK.
 	workers() (time.Duration, bool)
+	// activity returns softnet's worker and port counters, zero for DPDK.
+	activity() VhostActivity
 	// finish fills what the back-end itself counted and closes it.
 	finish(r *VhostRun) error
 }
@@ -269,6 +288,7 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 		return r, err
 	}
 	w0, _ := be.workers()
+	a0 := be.activity()
 	m0 := readMallocs()
 	if !sleepCtx(ctx, o.Duration) {
 		return r, ctx.Err()
@@ -283,6 +303,7 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 		return r, err
 	}
 	w1, isSoftnet := be.workers()
+	a1 := be.activity()
 	window := t1.Sub(t0)
 	r.Seconds = window.Seconds()
 	for i := range s1 {
@@ -301,6 +322,7 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 	if isSoftnet {
 		r.WorkerCPUPerPacketNS = ptr(float64(w1-w0) / float64(r.Packets))
 		r.AllocsPerPacket = ptr(float64(m1-m0) / float64(r.Packets))
+		r.Worker = ptr(a1.sub(a0))
 	}
 	// The front-end stops before the back-end's counters are read.
 	if err := fe.Stop(true, vhostStop); err != nil {
@@ -313,7 +335,7 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 // startFrontend starts the front-end: interactive, so that the lab
 // starts and reads it; forwarding on CPU 1.
 func startFrontend(huge *dpdk.Hugepages, socks [2]string, frame int) (*dpdk.Process, error) {
-	cfg := dpdk.Config{Lcores: "0,1", Huge: huge, MemMiB: vhostMemMiB, Interactive: true,
+	cfg := dpdk.Config{Lcores: fmt.Sprintf("%d,%d", vhostBackendCPU, vhostFrontendCPU), Huge: huge, MemMiB: vhostMemMiB, Interactive: true,
 		Args: []string{"--forward-mode=mac", "--nb-cores=1", fmt.Sprintf("--total-num-mbufs=%d", vhostMbufs),
 			fmt.Sprintf("--txpkts=%d", frame),
 			"--eth-peer=0," + vhostMACs[1], "--eth-peer=1," + vhostMACs[0]}}
@@ -322,6 +344,21 @@ func startFrontend(huge *dpdk.Hugepages, socks [2]string, frame int) (*dpdk.Proc
 	}
 	return dpdk.Start(cfg)
 }
+
+// vhostSoftnetTuning is how an operator runs a switch for VMs: the
+// default busy polling, and the worker pinned to a CPU of its own
+// (`softnet switch --cpus 0`), the one the reference back-end's lcore
+// has. Unpinned, the scheduler wakes the worker on the CPU of the
+// front-end that kicked it, where the two take turns.
+var vhostSoftnetTuning = vswitch.Tuning{CPUs: strconv.Itoa(vhostBackendCPU)}
+
+// The CPUs of a --vhost run: the back-end's (softnet's worker or the
+// reference testpmd's forwarding lcore) and the front-end's forwarding
+// lcore.
+const (
+	vhostBackendCPU  = 0
+	vhostFrontendCPU = 1
+)
 
 // softnetVhost is softnet's back-end: a switch of two vhost-user ports.
 type softnetVhost struct {
@@ -338,7 +375,7 @@ func openSoftnetVhost(o Options, socks [2]string) (*softnetVhost, error) {
 		}
 		cfg.Ports = append(cfg.Ports, spec)
 	}
-	sp, err := openSoftnet(cfg, vswitch.Tuning{}, o.Log)
+	sp, err := openSoftnet(cfg, vhostSoftnetTuning, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -378,6 +415,21 @@ func (s *softnetVhost) workers() (time.Duration, bool) {
 	return d, err == nil
 }
 
+func (s *softnetVhost) activity() VhostActivity {
+	var a VhostActivity
+	for _, w := range s.sp.sw.Engine().Stats().Workers {
+		a.Rounds += w.Rounds
+		a.BusyRounds += w.BusyRounds
+		a.Sleeps += w.Sleeps
+	}
+	for _, pv := range s.sp.sw.Ports() {
+		if pv.VhostUser != nil {
+			a.Calls += pv.VhostUser.Stats().Calls
+		}
+	}
+	return a
+}
+
 func (s *softnetVhost) finish(r *VhostRun) error {
 	var drops drop.Counts
 	for _, pv := range s.sp.sw.Ports() {
@@ -406,7 +458,7 @@ type dpdkVhost struct {
 }
 
 func openDPDKVhost(ctx context.Context, huge *dpdk.Hugepages, socks [2]string) (*dpdkVhost, error) {
-	cfg := dpdk.Config{Lcores: "0,1", MainLcore: "1", Huge: huge, MemMiB: vhostMemMiB,
+	cfg := dpdk.Config{Lcores: fmt.Sprintf("%d,%d", vhostBackendCPU, vhostFrontendCPU), MainLcore: strconv.Itoa(vhostFrontendCPU), Huge: huge, MemMiB: vhostMemMiB,
 		Args: []string{"--forward-mode=io", "--auto-start", "--nb-cores=1", fmt.Sprintf("--total-num-mbufs=%d", vhostMbufs)}}
 	for i, s := range socks {
 		cfg.Vdevs = append(cfg.Vdevs, fmt.Sprintf("net_vhost%d,iface=%s,queues=1", i, s))
@@ -448,5 +500,7 @@ func (d *dpdkVhost) cpu() (time.Duration, error) {
 }
 
 func (d *dpdkVhost) workers() (time.Duration, bool) { return 0, false }
+
+func (d *dpdkVhost) activity() VhostActivity { return VhostActivity{} }
 
 func (d *dpdkVhost) finish(*VhostRun) error { return d.p.Stop(false, vhostStop) }

@@ -95,6 +95,10 @@ func writeVhostTable(w io.Writer, r *Report) error {
 			continue
 		}
 		fmt.Fprintf(w, "softnet's vhost-user ports at %d B: drops %s, bad chains %d, features %#x\n", run.Frame, fmtDrops(run.Drops, nil), run.BadChains, run.Features)
+		if a := run.Worker; a != nil {
+			fmt.Fprintf(w, "softnet's worker at %d B over the window: %d rounds, %d with packets (%s packets each), %d sleeps, %d calls to the guests\n",
+				run.Frame, a.Rounds, a.BusyRounds, fmtPerRound(run.Packets, a.BusyRounds), a.Sleeps, a.Calls)
+		}
 		if run.Leak != "ok" {
 			leaks = append(leaks, fmt.Sprintf("%d B: %s", run.Frame, run.Leak))
 		}
@@ -144,6 +148,7 @@ func vhostReports(r *Report) []bench.Report {
 				"worker_cpu_ns_per_packet": run.WorkerCPUPerPacketNS, "allocs_per_packet": run.AllocsPerPacket,
 				"frontend_rx_missed": run.FrontendMissed, "frontend_tx_errors": run.FrontendTxErrors,
 				"drops": run.Drops, "bad_chains": run.BadChains, "features": run.Features, "leak_check": nil,
+				"worker":    run.Worker,
 				"tun64_pps": v.TUN64PPS, "ratio_to": VhostDPDK,
 			}
 			if run.Drops != nil {
@@ -160,4 +165,12 @@ func vhostReports(r *Report) []bench.Report {
 		reports = append(reports, br)
 	}
 	return reports
+}
+
+// fmtPerRound is packets per busy round, "-" without one.
+func fmtPerRound(packets, rounds uint64) string {
+	if rounds == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(packets)/float64(rounds))
 }

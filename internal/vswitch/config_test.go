@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -458,5 +459,32 @@ func TestParseRoutedVXLAN(t *testing.T) {
 	tap, _ := ParsePort("tap:t2")
 	if cfg := (Config{Ports: []PortSpec{tap, vx}}); cfg.Validate() == nil {
 		t.Error("tap and routed vxlan accepted")
+	}
+}
+
+// TestCPUs checks --cpus's list syntax and that the plan pins the
+// workers in the order given.
+func TestCPUs(t *testing.T) {
+	for in, want := range map[string][]int{"": nil, "0": {0}, "3,1": {3, 1}, "2-4,0": {2, 3, 4, 0}, "1023": {1023}} {
+		got, err := ParseCPUs(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseCPUs(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"x", "-1", "1,", "3-1", "0-", "1024", "0-1024", " 1"} {
+		if got, err := ParseCPUs(in); err == nil {
+			t.Errorf("ParseCPUs(%q) = %v, want an error", in, got)
+		}
+	}
+	ports := []PortSpec{{TAP: true, Name: "a"}, {TAP: true, Name: "b"}}
+	p, err := NewPlan(Config{Ports: ports, Workers: 2}, Tuning{CPUs: "1,0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Engine.LockOSThread || !slices.Equal(p.Engine.CPUs, []int{1, 0}) {
+		t.Errorf("engine config %+v: want workers locked to CPUs [1 0]", p.Engine)
+	}
+	if _, err := NewPlan(Config{Ports: ports}, Tuning{CPUs: "a"}); err == nil {
+		t.Error("a plan with CPUs \"a\": no error")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,12 @@ type Tuning struct {
 	// BusyPoll is engine.Config.BusyPoll (`softnet switch --busy-poll`):
 	// zero is DefaultBusyPoll, a negative value turns busy polling off.
 	BusyPoll time.Duration
+	// CPUs, if not empty, is a list of CPUs (ParseCPUs) to pin the
+	// workers to, worker i to the i-th (`softnet switch --cpus`): a worker
+	// that polls guests' rings, as a vhost-user back-end does, should own
+	// a CPU the guests do not run on. Unpinned, the scheduler wakes it on
+	// the CPU of the guest that kicked it, and the two take turns there.
+	CPUs string
 }
 
 // Plan is everything Open builds, worked out from a Config and a Tuning
@@ -78,6 +86,11 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	if t.BusyPoll == 0 {
 		p.Engine.BusyPoll = DefaultBusyPoll
 	}
+	cpus, err := ParseCPUs(t.CPUs)
+	if err != nil {
+		return Plan{}, fmt.Errorf("cpus: %w", err)
+	}
+	p.Engine.CPUs = cpus
 	if len(cfg.Ports) > 0 {
 		p.TAP = cfg.Ports[0].l2()
 	}
@@ -693,3 +706,35 @@ func (sw *Switch) Config() Config {
 	defer sw.mu.Unlock()
 	return sw.cfg.clone()
 }
+
+// ParseCPUs parses a list of CPUs, "0", "2,3" or "2-5,7", in the order
+// given; "" is none.
+func ParseCPUs(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err := strconv.Atoi(lo)
+		if err != nil || first < 0 {
+			return nil, fmt.Errorf("%q: not a CPU number", part)
+		}
+		last := first
+		if isRange {
+			if last, err = strconv.Atoi(hi); err != nil || last < first {
+				return nil, fmt.Errorf("%q: not a range of CPUs", part)
+			}
+		}
+		if last >= MaxCPU {
+			return nil, fmt.Errorf("%q: CPU numbers stop at %d", part, MaxCPU-1)
+		}
+		for c := first; c <= last; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// MaxCPU bounds the CPU numbers of Tuning.CPUs, as a CPU set does.
+const MaxCPU = 1024
