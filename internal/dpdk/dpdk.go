@@ -116,7 +116,9 @@ func ReserveHugepages(mib int) (h *Hugepages, err error) {
 		_ = os.WriteFile("/proc/sys/vm/compact_memory", []byte("1"), 0)
 		time.Sleep(100 * time.Millisecond)
 	}
-	dir, err := os.MkdirTemp("", "softnet-hugetlbfs-")
+	// Named for this process, so that it can tell its mounts from those
+	// of others running testpmd at the same time.
+	dir, err := os.MkdirTemp("", MountPrefix())
 	if err != nil {
 		return h, err
 	}
@@ -192,6 +194,10 @@ func lockHugepages() (unlock func(), err error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// MountPrefix is how the names of this process's hugetlbfs mount points
+// begin (in os.TempDir()).
+func MountPrefix() string { return fmt.Sprintf("softnet-hugetlbfs-%d-", os.Getpid()) }
 
 func currentHugepages() (int, error) {
 	b, err := os.ReadFile(nrHugepages)

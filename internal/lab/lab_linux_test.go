@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"softnet.dev/internal/dpdk"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/tun"
 )
@@ -659,7 +660,7 @@ func checkNoDPDKLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(mounts, []byte("/softnet-hugetlbfs-")) {
+	if bytes.Contains(mounts, []byte("/"+dpdk.MountPrefix())) {
 		t.Errorf("hugetlbfs left mounted:\n%s", mounts)
 	}
 	left, _ := filepath.Glob(fmt.Sprintf("/var/run/dpdk/softnet-%d-*", os.Getpid()))
