@@ -406,7 +406,7 @@ func (w *worker) runPollers() int {
 // descriptor is readable (one epoll_wait without waiting per round) or
 // another queue notifies them.
 func (w *worker) round() int {
-	if w.notifiers > 0 && w.notifierIdle() {
+	if w.notifiers > 0 {
 		w.ready(w.poll.ready())
 	}
 	list := w.active
@@ -433,22 +433,6 @@ func (w *worker) round() int {
 	clear(list)
 	w.polling = list[:0]
 	return work
-}
-
-// notifierIdle reports whether a queue that notifies is off the poll
-// list: only such a queue can become readable unseen. While every one is
-// on the list (traffic both ways through a pair of ports), the round's
-// epoll_wait would report nothing new, yet cost a system call that polls
-// every readable descriptor again (level-triggered): a tenth of a busy
-// worker's time, as profiles of the overlay showed.
-func (w *worker) notifierIdle() bool {
-	on := 0
-	for _, rq := range w.active {
-		if rq.notifier && !rq.gone {
-			on++
-		}
-	}
-	return on < w.notifiers
 }
 
 // process runs the programs over one burst and dispatches the verdicts.
