@@ -22,9 +22,25 @@ const maxBurst = 32
 const minRoom = 1500 + 18 + HeaderLen
 
 // spillRoom is the room for one received datagram, the longest UDP
-// payload (over IPv6) rounded up: what the buffer does not hold spills
-// into its message's part of the queue's spill area.
+// payload (over IPv6) rounded up: what the buffers do not hold spills
+// into its message's part of the queue's spill area, at the offset it
+// has in the message.
 const spillRoom = 1 << 16
+
+// Receiving in place: when the last burst brought runs that UDP_GRO
+// coalesced, of datagrams of at least minInPlace bytes that fit a
+// buffer, each message of the next gathers into as many buffers as a
+// run of that size needs to fill spillRoom, each given exactly the
+// size: a run of the same size lands one datagram per buffer, ready to
+// hand over, with no copy. recvBufs bounds the buffers one recvmmsg
+// takes in all (a cache's worth); maxGROSegments is the kernel's bound
+// on a run (UDP_GRO_CNT_MAX), and so on the buffers of a message.
+const (
+	minInPlace     = 1024
+	recvBufs       = 128
+	maxGROSegments = spillRoom / minInPlace
+	iovStride      = maxGROSegments + 1 // a message's iovecs: buffers, spill
+)
 
 // groCmsgLen is the room of a UDP_GRO control message: a cmsghdr and the
 // segment size (an int).
@@ -32,14 +48,16 @@ var groCmsgLen = unix.CmsgSpace(4)
 
 // rxQueue receives one queue's datagrams. Only its worker touches it.
 //
-// Each message of a recvmmsg gathers into two places: a buffer of the
-// burst's bulk get, where a datagram that fits lands ready to hand
-// over, its inner frame where a fresh buffer's data starts; and the
-// message's part of the spill area, for the rest of a longer one. A
-// datagram that UDP_GRO coalesced from a run of one flow's datagrams
-// (the control message gives their size) is split again: the first
-// stays in the buffer, the others are copied from the spill area into
-// buffers of their own. The inner frames of a run, a TCP flow's
+// Each message of a recvmmsg gathers into buffers of the burst's bulk
+// get, each datagram's inner frame where a fresh buffer's data starts,
+// and the message's part of the spill area for what they do not hold.
+// Normally a message has one buffer, where a datagram that fits lands
+// ready to hand over. A datagram that UDP_GRO coalesced from a run of
+// one flow's datagrams (the control message gives their size) is split
+// again: after a burst with such runs, the messages of the next have a
+// buffer per datagram of the runs' size (see minInPlace), where a run of
+// that size lands split already; datagrams that landed otherwise are
+// copied into buffers of their own. The inner frames of a run, a TCP flow's
 // segments, reach the egress port one after another in the burst, so
 // that a TAP or TUN port with GRO coalesces them once more for its
 // guest.
@@ -56,12 +74,20 @@ type rxQueue struct {
 	// for (a queue is polled through one worker's cache).
 	pool  *buffer.Pool
 	class buffer.Class
-	bufs  []*buffer.Buf // by message; nil once handed over or freed
-	msgs  []unix.Mmsghdr
-	iovs  []unix.Iovec            // two per message: buffer, spill
-	names []unix.RawSockaddrInet6 // large enough for either family
-	ctl   []byte                  // groCmsgLen per message
-	spill []byte                  // spillRoom per message
+	room  int // of its buffers, from the VXLAN header on
+	// bufs are the buffers of the last recvmmsg, perMsg for each message
+	// (message i's from i*perMsg), each given inPlace bytes (0: all its
+	// room); nil once handed over or freed. runSize is the size of the
+	// runs of the messages split since, for the next (0: none to land in
+	// place).
+	bufs            []*buffer.Buf
+	perMsg, inPlace int
+	runSize         int
+	msgs            []unix.Mmsghdr
+	iovs            []unix.Iovec            // iovStride per message
+	names           []unix.RawSockaddrInet6 // large enough for either family
+	ctl             []byte                  // groCmsgLen per message
+	spill           []byte                  // spillRoom per message
 	// The messages of the last recvmmsg not split yet (a burst may end
 	// in the middle of a coalesced datagram): nrecv received, next the
 	// one being split, seg its next datagram, cur what it is.
@@ -79,11 +105,10 @@ type rxQueue struct {
 
 // split is a received message, as its datagrams are split off.
 type split struct {
-	remote  int
-	length  int // of the message
-	size    int // of each datagram but the last (the message's length if one)
-	count   int // datagrams
-	spilled bool
+	remote int
+	length int // of the message
+	size   int // of each datagram but the last (the message's length if one)
+	count  int // datagrams
 }
 
 var (
@@ -94,12 +119,13 @@ var (
 func newRxQueue(p *Port, fd int) *rxQueue {
 	q := &rxQueue{
 		p: p, fd: fd, vni: p.cfg.VNI,
-		bufs:    make([]*buffer.Buf, maxBurst),
+		bufs:    make([]*buffer.Buf, max(recvBufs, maxBurst)),
 		msgs:    make([]unix.Mmsghdr, maxBurst),
-		iovs:    make([]unix.Iovec, 2*maxBurst),
+		iovs:    make([]unix.Iovec, iovStride*maxBurst),
 		names:   make([]unix.RawSockaddrInet6, maxBurst),
 		ctl:     make([]byte, maxBurst*groCmsgLen),
 		spill:   make([]byte, maxBurst*spillRoom),
+		perMsg:  1,
 		pending: make([]*buffer.Buf, 0, maxPendingErrors),
 		ctr:     newCounters(),
 	}
@@ -113,7 +139,7 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 	for i := range q.msgs {
 		h := &q.msgs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&q.names[i]))
-		h.Iov = &q.iovs[2*i]
+		h.Iov = &q.iovs[i*iovStride]
 		h.Control = &q.ctl[i*groCmsgLen]
 	}
 	return q
@@ -132,6 +158,8 @@ func (q *rxQueue) syncPool(c *buffer.Cache) {
 	} else {
 		q.class = buffer.Class(p.NumClasses() - 1)
 	}
+	q.room = p.Room(q.class) + HeaderLen
+	q.runSize = 0
 }
 
 // maxPendingErrors bounds the ICMP errors waiting for the next Receive:
@@ -180,7 +208,13 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 // spill area, and starts splitting them.
 func (q *rxQueue) recv(c *buffer.Cache, n int) error {
 	q.nrecv, q.next, q.seg = 0, 0, 0
-	got := q.bufs[:n]
+	perMsg, inPlace := 1, 0
+	if size := q.runSize; size > 0 {
+		perMsg, inPlace = (spillRoom+size-1)/size, size
+		n = min(n, recvBufs/perMsg)
+	}
+	q.runSize = 0
+	got := q.bufs[:n*perMsg]
 	if c.GetBulk(got, q.class) != nil {
 		// Too few for the burst: one message at a time, or none.
 		b, err := c.Get(q.class)
@@ -191,30 +225,40 @@ func (q *rxQueue) recv(c *buffer.Cache, n int) error {
 			q.ctr.publish()
 			return nil
 		}
+		n, perMsg, inPlace = 1, 1, 0
 		got = q.bufs[:1]
 		got[0] = b
 	}
-	for i, b := range got {
-		// The VXLAN header goes into the end of the headroom, so that the
-		// inner frame starts where a fresh buffer's data does.
-		off := b.Headroom() - HeaderLen
-		frame := b.Frame()
-		room := len(frame) - off
-		q.iovs[2*i].Base = &frame[off]
-		q.iovs[2*i].SetLen(room)
+	q.perMsg, q.inPlace = perMsg, inPlace
+	for i := range n {
+		iov := q.iovs[i*iovStride:][:perMsg+1]
+		at := 0 // where the next iovec starts in the message
+		for t, b := range got[i*perMsg:][:perMsg] {
+			// The VXLAN header goes into the end of the headroom, so that
+			// the inner frame starts where a fresh buffer's data does.
+			off := b.Headroom() - HeaderLen
+			frame := b.Frame()
+			room := len(frame) - off
+			if inPlace > 0 {
+				room = inPlace
+			}
+			iov[t].Base = &frame[off]
+			iov[t].SetLen(room)
+			at += room
+		}
 		h := &q.msgs[i].Hdr
-		if room < spillRoom {
-			q.iovs[2*i+1].Base = &q.spill[i*spillRoom+room]
-			q.iovs[2*i+1].SetLen(spillRoom - room)
-			h.SetIovlen(2)
+		if at < spillRoom {
+			iov[perMsg].Base = &q.spill[i*spillRoom+at]
+			iov[perMsg].SetLen(spillRoom - at)
+			h.SetIovlen(perMsg + 1)
 		} else {
-			h.SetIovlen(1)
+			h.SetIovlen(perMsg)
 		}
 		h.Namelen = unix.SizeofSockaddrInet6
 		h.SetControllen(groCmsgLen)
 		h.Flags = 0
 	}
-	m, err := recvmmsg(q.fd, q.msgs[:len(got)])
+	m, err := recvmmsg(q.fd, q.msgs[:n])
 	q.ctr.N[cRxCalls]++
 	if err != nil {
 		c.ConsumeBulk(got) // unused, not lost packets
@@ -225,9 +269,9 @@ func (q *rxQueue) recv(c *buffer.Cache, n int) error {
 		q.ctr.publish()
 		return fmt.Errorf("vxlan %s: recvmmsg: %w: %w", q.p.cfg.Name, port.ErrDown, err)
 	}
-	if m < len(got) {
-		c.ConsumeBulk(got[m:])
-		clear(got[m:])
+	if m < n {
+		c.ConsumeBulk(got[m*perMsg:])
+		clear(got[m*perMsg:])
 	}
 	q.nrecv = m
 	return nil
@@ -261,10 +305,7 @@ func (q *rxQueue) splitAll(c *buffer.Cache, bufs []*buffer.Buf, now int64) int {
 			q.ctr.rxDrop(reason)
 		}
 		if q.seg == q.cur.count {
-			if b := q.bufs[i]; b != nil {
-				c.Consume(b) // what was in it was copied out
-				q.bufs[i] = nil
-			}
+			q.freeMessage(c, i, drop.NotSpecified) // what was in them was copied out
 			q.next, q.seg = i+1, 0
 		}
 	}
@@ -293,12 +334,9 @@ func (q *rxQueue) start(c *buffer.Cache, i int) bool {
 			q.cur = split{remote: remote, length: length, size: size, count: count}
 			if count > 1 {
 				q.ctr.N[cRxGROBatches]++
-			}
-			if room := int(q.iovs[2*i].Len); count > 1 || length > room {
-				// The spill area gets the buffer's part too: the datagrams
-				// after the first are copied from it, whole.
-				copy(q.spill[i*spillRoom:][:min(length, room)], q.bufData(i, min(length, room)))
-				q.cur.spilled = true
+				if size >= minInPlace && size <= q.room {
+					q.runSize = size
+				}
 			}
 			return true
 		}
@@ -307,33 +345,48 @@ func (q *rxQueue) start(c *buffer.Cache, i int) bool {
 	for range count {
 		q.ctr.rxDrop(reason)
 	}
-	c.Drop(q.bufs[i], reason)
-	q.bufs[i] = nil
+	q.freeMessage(c, i, reason)
 	return false
 }
 
-// bufData returns the first n bytes message i received into its
-// buffer.
-func (q *rxQueue) bufData(i, n int) []byte {
-	return unsafe.Slice(q.iovs[2*i].Base, n)
+// freeMessage frees the buffers of message i not handed over: the
+// first dropped with reason, if there is one, the others consumed (a
+// message is one drop, however many buffers it was given).
+func (q *rxQueue) freeMessage(c *buffer.Cache, i int, reason drop.Reason) {
+	for t, b := range q.bufs[i*q.perMsg:][:q.perMsg] {
+		if b == nil {
+			continue
+		}
+		if reason != drop.NotSpecified {
+			c.Drop(b, reason)
+			reason = drop.NotSpecified
+		} else {
+			c.Consume(b)
+		}
+		q.bufs[i*q.perMsg+t] = nil
+	}
 }
 
 // datagram returns datagram j of message i in a buffer of its own, the
-// VXLAN header at the end of its headroom, or nil and why not. The first
-// is where it was received if it fits there, the others are copied.
+// VXLAN header at the end of its headroom, or nil and why not. A
+// datagram that is all its buffer's iovec holds, from its start, is
+// handed over where it landed: a message's only datagram, or one of a
+// run of the size the buffers were given. The others are copied, from
+// wherever they landed (buffers that share pieces of two datagrams stay
+// with the queue until the message is split).
 func (q *rxQueue) datagram(c *buffer.Cache, i, j int) (*buffer.Buf, drop.Reason) {
 	from, to := segment(q.cur.length, q.cur.size, j)
-	if j == 0 && to <= int(q.iovs[2*i].Len) {
-		b := q.bufs[i]
-		q.bufs[i] = nil
-		q.setLen(b, to)
+	inPlace := j == 0 && q.cur.count == 1 || q.inPlace > 0 && q.cur.size == q.inPlace && j < q.perMsg
+	if iov := &q.iovs[i*iovStride+j]; inPlace && to-from <= int(iov.Len) {
+		b := q.bufs[i*q.perMsg+j]
+		q.bufs[i*q.perMsg+j] = nil
+		q.setLen(b, to-from)
 		return b, drop.NotSpecified
 	}
-	d := q.spill[i*spillRoom:][from:to]
-	if len(d) < HeaderLen+minInnerLen {
+	if to-from < HeaderLen+minInnerLen {
 		return nil, drop.HdrTrunc
 	}
-	class, ok := c.Pool().ClassFor(len(d) - HeaderLen)
+	class, ok := c.Pool().ClassFor(to - from - HeaderLen)
 	if !ok {
 		return nil, drop.PktTooBig
 	}
@@ -341,9 +394,24 @@ func (q *rxQueue) datagram(c *buffer.Cache, i, j int) (*buffer.Buf, drop.Reason)
 	if err != nil {
 		return nil, drop.NoMem
 	}
-	copy(b.Frame()[b.Headroom()-HeaderLen:], d)
-	q.setLen(b, len(d))
+	q.gather(i, from, to, b.Frame()[b.Headroom()-HeaderLen:])
+	q.setLen(b, to-from)
 	return b, drop.NotSpecified
+}
+
+// gather copies bytes [from, to) of message i, from the iovecs it was
+// received into, to dst.
+func (q *rxQueue) gather(i, from, to int, dst []byte) {
+	at := 0 // where the iovec starts in the message
+	for _, iov := range q.iovs[i*iovStride:][:q.msgs[i].Hdr.Iovlen] {
+		n := int(iov.Len)
+		if lo, hi := max(from, at), min(to, at+n); lo < hi {
+			copy(dst[lo-from:], unsafe.Slice(iov.Base, n)[lo-at:hi-at])
+		}
+		if at += n; at >= to {
+			return
+		}
+	}
 }
 
 // setLen sets a fresh buffer's data window to the n bytes of a datagram
@@ -437,10 +505,10 @@ func (q *rxQueue) accept(b *buffer.Buf, now int64) (bool, drop.Reason) {
 // Close.
 func (q *rxQueue) purge(c *buffer.Cache) {
 	for i := q.next; i < q.nrecv; i++ {
-		if b := q.bufs[i]; b != nil && c != nil {
-			c.Drop(b, drop.QueuePurge)
+		if c != nil {
+			q.freeMessage(c, i, drop.QueuePurge)
 		}
-		q.bufs[i] = nil
+		clear(q.bufs[i*q.perMsg:][:q.perMsg])
 	}
 	q.nrecv, q.next, q.seg = 0, 0, 0
 }
