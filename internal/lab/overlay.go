@@ -514,23 +514,15 @@ func runOverlayMode(ctx context.Context, o Options, gen generator, pair *guestPa
 	if err != nil {
 		return res, err
 	}
-	settle := max(minSettle, o.Duration/10)
 	var w0, w1 overlaySample
 	var gw0, gw1 guestSample
-	measured := false
-	if sleepCtx(ctx, settle) {
-		end := time.NewTimer(o.Duration - 2*settle)
+	measured := window(ctx, o.Duration, func() {
 		gw0 = gc.sample()
 		w0 = sampleSwitches(sws, true)
-		select {
-		case <-end.C:
-			w1 = sampleSwitches(sws, false)
-			gw1 = gc.sample()
-			measured = true
-		case <-ctx.Done():
-			end.Stop()
-		}
-	}
+	}, func() {
+		w1 = sampleSwitches(sws, false)
+		gw1 = gc.sample()
+	})
 	fr, err := fl.wait(ctx)
 	if err != nil {
 		return res, err

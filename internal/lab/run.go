@@ -299,24 +299,8 @@ func runMode(ctx context.Context, o Options, gen generator, pair *guestPair, dp 
 		return res, err
 	}
 	p.flow = fl
-	// The window leaves out a tenth of the transfer at each end: the
-	// start (processes, connection set-up, slow start) and the end.
-	settle := max(minSettle, o.Duration/10)
 	var w0, w1 snapshot
-	measured := false
-	if sleepCtx(ctx, settle) {
-		// The timer exists before the window opens: nothing of the lab's
-		// own is allocated inside it.
-		end := time.NewTimer(o.Duration - 2*settle)
-		w0 = p.windowStart()
-		select {
-		case <-end.C:
-			w1 = p.windowEnd()
-			measured = true
-		case <-ctx.Done():
-			end.Stop()
-		}
-	}
+	measured := window(ctx, o.Duration, func() { w0 = p.windowStart() }, func() { w1 = p.windowEnd() })
 	fr, err := fl.wait(ctx)
 	if err != nil {
 		return res, err
@@ -447,6 +431,29 @@ func fmtRate(bps float64) string {
 
 // sleepCtx sleeps for d and reports whether it did, false if ctx ended
 // it early.
+// window measures the middle of a transfer of length d: it waits out a
+// tenth of it (processes, connection set-up, slow start), calls open,
+// and calls close a tenth before its end. It reports whether the window
+// closed; false if ctx ended first.
+func window(ctx context.Context, d time.Duration, open, close func()) bool {
+	settle := max(minSettle, d/10)
+	if !sleepCtx(ctx, settle) {
+		return false
+	}
+	// The timer exists before the window opens: nothing of the lab's own
+	// is allocated inside it.
+	end := time.NewTimer(d - 2*settle)
+	defer end.Stop()
+	open()
+	select {
+	case <-end.C:
+		close()
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
