@@ -222,6 +222,9 @@ func (e *Engine) closerCache() *buffer.Cache {
 // release closes the quarantined ports that no worker can use any more,
 // which frees their indexes. e.mu is held.
 func (e *Engine) release() {
+	// A closer's cache, as for a detached port: ctl may be in use by one
+	// outside mu. Closers give their caches back before they take mu.
+	var c *buffer.Cache
 	keep := e.quarantine[:0]
 	for _, q := range e.quarantine {
 		if e.running && !e.adopted(q.safe) {
@@ -229,9 +232,15 @@ func (e *Engine) release() {
 			continue
 		}
 		q.ps.tap.Store(nil)
-		if err := q.ps.port.CloseInto(e.ctl); err != nil {
+		if c == nil {
+			c = e.closerCache()
+		}
+		if err := q.ps.port.CloseInto(c); err != nil {
 			e.cfg.Log.Error("close port", "port", q.ps.info.Name, "err", err)
 		}
+	}
+	if c != nil {
+		e.closerCaches <- c
 	}
 	clear(e.quarantine[len(keep):])
 	e.quarantine = keep
