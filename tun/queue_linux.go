@@ -90,7 +90,7 @@ func (q *Queue) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			return 0, q.rx.downError(errClosed)
 		}
 		n, err := q.readBurst(bufs, sizes, offset)
-		q.rx.ctr.publish()
+		q.rx.ctr.Publish()
 		if n > 0 || err != nil {
 			return n, err
 		}
@@ -180,7 +180,7 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 	rx := q.rx
 	h, ok, reason := checkRead(p[:min(m, len(p))], m, len(p), rx.vnet, rx.layer)
 	if !ok {
-		rx.ctr.rxDrop(reason)
+		rx.ctr.RxDrop(reason)
 		return n
 	}
 	if !rx.vnet {
@@ -196,14 +196,14 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 	case !h.IsGSO():
 		if h.NeedsCsum() {
 			if !vnet.FinishChecksum(h, pkt) {
-				rx.ctr.rxDrop(drop.DevHdr)
+				rx.ctr.RxDrop(drop.DevHdr)
 				return n
 			}
 			rx.ctr.N[cCsumFinished]++
 		}
 		if !direct {
 			if len(bufs[n])-offset < len(pkt) {
-				rx.ctr.rxDrop(drop.PktTooBig)
+				rx.ctr.RxDrop(drop.PktTooBig)
 				return n
 			}
 			copy(bufs[n][offset:], pkt)
@@ -213,10 +213,10 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 	k := vnet.SegmentCount(h, pkt, rx.layer)
 	switch {
 	case k == 0:
-		rx.ctr.rxDrop(drop.GsoSeg)
+		rx.ctr.RxDrop(drop.GsoSeg)
 		return n
 	case k > len(bufs)-n && n == 0:
-		rx.ctr.rxDrop(drop.GsoSeg) // it would never fit this caller's batch
+		rx.ctr.RxDrop(drop.GsoSeg) // it would never fit this caller's batch
 		return n
 	case k > len(bufs)-n:
 		if direct {
@@ -227,7 +227,7 @@ func (q *Queue) deliver(p []byte, m int, direct bool, bufs [][]byte, sizes []int
 	}
 	got, reason := vnet.SegmentBytes(h, pkt, rx.layer, bufs[n:n+k], offset, sizes[n:n+k])
 	if got == 0 {
-		rx.ctr.rxDrop(reason)
+		rx.ctr.RxDrop(reason)
 		return n
 	}
 	rx.ctr.N[cSegmented]++
@@ -309,9 +309,9 @@ func (q *Queue) Write(bufs [][]byte, offset int) (int, error) {
 	defer d.ioMu.RUnlock()
 	if d.closed.Load() {
 		for range bufs {
-			q.tx.ctr.txDrop(drop.DevReady)
+			q.tx.ctr.TxDrop(drop.DevReady)
 		}
-		q.tx.ctr.publish()
+		q.tx.ctr.Publish()
 		return fail("%w: %w", port.ErrDown, errClosed)
 	}
 	return q.tx.writeBytes(bufs, offset, d.keepGSO)

@@ -96,7 +96,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 			if b, gerr = c.Get(q.class); gerr != nil {
 				// The packet stays queued in the kernel, which drops for
 				// us if its queue overflows meanwhile.
-				q.ctr.rxDrop(drop.NoMem)
+				q.ctr.RxDrop(drop.NoMem)
 				q.starved = true
 				break
 			}
@@ -120,7 +120,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 			break
 		}
 		if ok, reason := q.accept(b, off, m, len(dst)); !ok {
-			q.ctr.rxDrop(reason)
+			q.ctr.RxDrop(reason)
 			c.Drop(b, reason)
 			continue
 		}
@@ -137,7 +137,7 @@ func (q *rxQueue) Receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if len(spare) > 0 {
 		c.ConsumeBulk(spare) // unused, not lost packets
 	}
-	q.ctr.publish()
+	q.ctr.Publish()
 	return n, err
 }
 

@@ -381,7 +381,7 @@ func (r *rxRing) completion(c *buffer.Cache, cqe *uring.CQE) {
 			// Every lent buffer is used: the packet stays queued in the
 			// device, as when a read finds the pool empty, and the read
 			// is armed again once buffers are lent.
-			q.ctr.rxDrop(drop.NoMem)
+			q.ctr.RxDrop(drop.NoMem)
 			m.group.starve = true
 		case unix.ECANCELED, unix.EINTR, unix.EAGAIN:
 		default:
@@ -391,7 +391,7 @@ func (r *rxRing) completion(c *buffer.Cache, cqe *uring.CQE) {
 	default:
 		off := readOff(b, q.vnet)
 		if ok, reason := q.accept(b, off, int(cqe.Res), len(b.Frame())-off); !ok {
-			q.ctr.rxDrop(reason)
+			q.ctr.RxDrop(reason)
 			c.Drop(b, reason)
 			return
 		}
@@ -463,10 +463,10 @@ func (r *rxRing) leave(m *rxMember, c *buffer.Cache) error {
 	for m.n > 0 {
 		var one [1]*buffer.Buf
 		m.pop(one[:])
-		q.ctr.rxDrop(drop.QueuePurge)
+		q.ctr.RxDrop(drop.QueuePurge)
 		c.Drop(one[0], drop.QueuePurge)
 	}
-	q.ctr.publish()
+	q.ctr.Publish()
 	r.members[m.slot] = nil
 	r.gens[m.slot]++
 	r.freeSlots = append(r.freeSlots, m.slot)
@@ -651,7 +651,7 @@ func (q *rxQueue) receiveUring(c *buffer.Cache, bufs []*buffer.Buf) (int, error)
 		// round, when buffers may be back.
 		m.notify()
 	}
-	q.ctr.publish()
+	q.ctr.Publish()
 	if n == 0 && m.err != nil {
 		return 0, m.err
 	}

@@ -136,7 +136,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if coalesce {
 		clear(q.gro.pkts) // they point into the buffers, which are gone
 	}
-	q.ctr.publish()
+	q.ctr.Publish()
 	if err != nil {
 		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
 	}
@@ -283,7 +283,7 @@ func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) 
 			continue
 		}
 		for range n {
-			q.ctr.txDrop(res.reason)
+			q.ctr.TxDrop(res.reason)
 		}
 		if res.down != 0 {
 			err = res.down
@@ -292,7 +292,7 @@ func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) 
 	if coalesce {
 		clear(q.gro.pkts) // they point into the caller's memory
 	}
-	q.ctr.publish()
+	q.ctr.Publish()
 	if err != nil {
 		return sent, fmt.Errorf("tun %s: write: %w: %w", q.dev.info.Name, port.ErrDown, err)
 	}
@@ -303,12 +303,12 @@ func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) 
 // it leads if the burst was planned.
 func (q *txQueue) dropRun(c *buffer.Cache, bufs []*buffer.Buf, i, n int, planned bool, reason drop.Reason) {
 	if !planned || n == 1 {
-		q.ctr.txDrop(reason)
+		q.ctr.TxDrop(reason)
 		c.Drop(bufs[i], reason)
 		return
 	}
 	for j := i; j >= 0; j = q.gro.plan.GRONext(j) {
-		q.ctr.txDrop(reason)
+		q.ctr.TxDrop(reason)
 		c.Drop(bufs[j], reason)
 	}
 }
@@ -461,7 +461,7 @@ func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, res result) (bool, error)
 		c.Consume(b)
 		return true, nil
 	}
-	q.ctr.txDrop(res.reason)
+	q.ctr.TxDrop(res.reason)
 	c.Drop(b, res.reason)
 	if res.down != 0 {
 		return false, res.down

@@ -93,7 +93,7 @@ func (q *txQueue) Detach(c *buffer.Cache) {
 
 // dropOne drops a packet that was to be gathered.
 func (q *txQueue) dropOne(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
-	q.ctr.txDrop(reason)
+	q.ctr.TxDrop(reason)
 	c.Drop(b, reason)
 }
 
@@ -320,7 +320,7 @@ func (u *txUring) complete(q *txQueue, c *buffer.Cache, cqe *uring.CQE) (int, er
 		res = failed(drop.QueuePurge)
 	}
 	for _, b := range bufs {
-		q.ctr.txDrop(res.reason)
+		q.ctr.TxDrop(res.reason)
 		c.Drop(b, res.reason)
 	}
 	if res.down != 0 {
@@ -361,7 +361,7 @@ func (u *txUring) close(q *txQueue, c *buffer.Cache) error {
 		errs = append(errs, err)
 	}
 	u.ring = nil
-	q.ctr.publish()
+	q.ctr.Publish()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("io_uring: %w", err)
 	}

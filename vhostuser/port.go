@@ -197,7 +197,7 @@ type Stats struct {
 
 // Stats sums the queues' published counters.
 func (p *Port) Stats() Stats {
-	sum := make([]uint64, numCounters)
+	sum := make([]uint64, counter.Len(numOwn))
 	for _, q := range p.rxqs {
 		q.ctr.AddTo(sum)
 	}
@@ -212,8 +212,7 @@ func (p *Port) Stats() Stats {
 		Connects: p.connects.Load(), Refused: p.refused.Load(), Connected: p.connected.Load(),
 		RunningRings: int(p.running.Load()), Features: p.negotiated.Load(),
 	}
-	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
-	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
+	s.RxDrops, s.TxDrops = counter.Drops(sum, numOwn)
 	return s
 }
 
@@ -227,20 +226,14 @@ const (
 	cBrokenRings
 	cCalls
 	cSegmented
-	cRxDrops                                      // + drop.Reason
-	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
-	numCounters = cTxDrops + int(drop.NumReasons)
+	numOwn // then the drops (counter.Block)
 )
 
 // counters are one queue's: written by its worker only, published at
 // the end of each burst.
-type counters struct{ counter.Block }
+type counters = counter.Block
 
-func newCounters() counters { return counters{counter.NewBlock(numCounters)} }
-
-func (c *counters) publish()             { c.Publish() }
-func (c *counters) rxDrop(r drop.Reason) { c.Drop(cRxDrops, r) }
-func (c *counters) txDrop(r drop.Reason) { c.Drop(cTxDrops, r) }
+func newCounters() counters { return counter.NewBlock(numOwn) }
 
 // eventfd helpers: a counter one side writes and the other reads back to
 // zero. eight is the 8-byte count of one, package-level so that a

@@ -218,8 +218,8 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 	spare := q.spare[:n]
 	if err := c.GetBulk(spare, q.small); err != nil {
 		// The entries stay in the ring until buffers come back.
-		q.ctr.rxDrop(drop.NoMem)
-		q.ctr.publish()
+		q.ctr.RxDrop(drop.NoMem)
+		q.ctr.Publish()
 		return 0
 	}
 	start := r.usedIdx
@@ -261,12 +261,12 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 	}
 	r.publishUsed()
 	q.p.call(q.v, r, start, &q.ctr)
-	q.ctr.publish()
+	q.ctr.Publish()
 	return q.got
 }
 
 func (q *rxQueue) drop(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
-	q.ctr.rxDrop(reason)
+	q.ctr.RxDrop(reason)
 	c.Drop(b, reason)
 }
 
@@ -354,8 +354,8 @@ func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (boo
 func (q *rxQueue) breakRing(r *split, why string) {
 	r.broken = true
 	q.ctr.N[cBrokenRings]++
-	q.ctr.rxDrop(drop.DevHdr)
-	q.ctr.publish()
+	q.ctr.RxDrop(drop.DevHdr)
+	q.ctr.Publish()
 	q.p.log.Warn("vhost-user ring stopped until restarted", "ring", q.v.index, "why", why)
 }
 
@@ -433,7 +433,7 @@ func (q *txQueue) transmit(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		r.publishUsed()
 		q.p.call(q.v, r, start, &q.ctr)
 	}
-	q.ctr.publish()
+	q.ctr.Publish()
 	return q.sent
 }
 
@@ -455,7 +455,7 @@ func (q *txQueue) faulted(c *buffer.Cache, r *split, bufs []*buffer.Buf, sent *i
 	clear(q.segs)
 	q.copy = nil
 	if q.cur != nil {
-		q.ctr.txDrop(drop.DevReady)
+		q.ctr.TxDrop(drop.DevReady)
 		c.Drop(q.cur, drop.DevReady)
 		q.cur = nil
 	}
@@ -467,12 +467,12 @@ func (q *txQueue) faulted(c *buffer.Cache, r *split, bufs []*buffer.Buf, sent *i
 func (q *txQueue) dropAll(c *buffer.Cache, bufs []*buffer.Buf, reason drop.Reason) {
 	for i, b := range bufs {
 		if b != nil {
-			q.ctr.txDrop(reason)
+			q.ctr.TxDrop(reason)
 			c.Drop(b, reason)
 			bufs[i] = nil
 		}
 	}
-	q.ctr.publish()
+	q.ctr.Publish()
 }
 
 // send delivers one packet, segmenting it or finishing its checksum
@@ -500,7 +500,7 @@ func (q *txQueue) done(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) bool 
 		c.Consume(b)
 		return true
 	}
-	q.ctr.txDrop(reason)
+	q.ctr.TxDrop(reason)
 	c.Drop(b, reason)
 	return false
 }

@@ -200,7 +200,7 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	}
 	out := q.splitAll(c, bufs, now)
 	q.p.fdb.commit(&q.learn, now)
-	q.ctr.publish()
+	q.ctr.Publish()
 	return out, nil
 }
 
@@ -221,8 +221,8 @@ func (q *rxQueue) recv(c *buffer.Cache, n int) error {
 		if err != nil {
 			// The datagrams stay in the socket, which drops for us if it
 			// overflows meanwhile.
-			q.ctr.rxDrop(drop.NoMem)
-			q.ctr.publish()
+			q.ctr.RxDrop(drop.NoMem)
+			q.ctr.Publish()
 			return nil
 		}
 		n, perMsg, inPlace = 1, 1, 0
@@ -266,7 +266,7 @@ func (q *rxQueue) recv(c *buffer.Cache, n int) error {
 		if err == unix.EAGAIN {
 			return nil
 		}
-		q.ctr.publish()
+		q.ctr.Publish()
 		return fmt.Errorf("vxlan %s: recvmmsg: %w: %w", q.p.cfg.Name, port.ErrDown, err)
 	}
 	if m < n {
@@ -302,7 +302,7 @@ func (q *rxQueue) splitAll(c *buffer.Cache, bufs []*buffer.Buf, now int64) int {
 				}
 				c.Drop(b, reason)
 			}
-			q.ctr.rxDrop(reason)
+			q.ctr.RxDrop(reason)
 		}
 		if q.seg == q.cur.count {
 			q.freeMessage(c, i, drop.NotSpecified) // what was in them was copied out
@@ -343,7 +343,7 @@ func (q *rxQueue) start(c *buffer.Cache, i int) bool {
 		reason = drop.IPRPFilter
 	}
 	for range count {
-		q.ctr.rxDrop(reason)
+		q.ctr.RxDrop(reason)
 	}
 	q.freeMessage(c, i, reason)
 	return false

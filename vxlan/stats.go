@@ -80,24 +80,18 @@ const (
 	cTxCalls
 	cTxGSOSends
 	cRxGROBatches
-	cRxDrops                                      // + drop.Reason
-	cTxDrops    = cRxDrops + int(drop.NumReasons) // + drop.Reason
-	numCounters = cTxDrops + int(drop.NumReasons)
+	numOwn // then the drops (counter.Block)
 )
 
 // counters are one queue's: written by its worker only, published at
 // the end of each burst.
-type counters struct{ counter.Block }
+type counters = counter.Block
 
-func newCounters() counters { return counters{counter.NewBlock(numCounters)} }
-
-func (c *counters) publish()             { c.Publish() }
-func (c *counters) rxDrop(r drop.Reason) { c.Drop(cRxDrops, r) }
-func (c *counters) txDrop(r drop.Reason) { c.Drop(cTxDrops, r) }
+func newCounters() counters { return counter.NewBlock(numOwn) }
 
 // statsOf sums the published counters of every queue.
 func statsOf(qs []*counters) Stats {
-	sum := make([]uint64, numCounters)
+	sum := make([]uint64, counter.Len(numOwn))
 	for _, q := range qs {
 		q.AddTo(sum)
 	}
@@ -119,7 +113,6 @@ func statsOf(qs []*counters) Stats {
 		TxGSOSends:     sum[cTxGSOSends],
 		RxGROBatches:   sum[cRxGROBatches],
 	}
-	copy(s.RxDrops[:], sum[cRxDrops:cRxDrops+int(drop.NumReasons)])
-	copy(s.TxDrops[:], sum[cTxDrops:cTxDrops+int(drop.NumReasons)])
+	s.RxDrops, s.TxDrops = counter.Drops(sum, numOwn)
 	return s
 }

@@ -188,10 +188,10 @@ func htons(port uint16) uint16 {
 func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	if q.p.closed.Load() {
 		for _, b := range bufs {
-			q.ctr.txDrop(drop.DevReady)
+			q.ctr.TxDrop(drop.DevReady)
 			c.Drop(b, drop.DevReady)
 		}
-		q.ctr.publish()
+		q.ctr.Publish()
 		return 0, q.p.downError("transmit")
 	}
 	q.sent, q.counted = 0, -1
@@ -204,7 +204,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		q.queue(c, b, int32(i), now)
 	}
 	q.flush(c)
-	q.ctr.publish()
+	q.ctr.Publish()
 	return q.sent, nil
 }
 
@@ -238,7 +238,7 @@ func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now in
 			cp, reason := copyOf(c, b)
 			c.Consume(b)
 			if cp == nil {
-				q.ctr.txDrop(reason)
+				q.ctr.TxDrop(reason)
 				return
 			}
 			b = cp
@@ -271,7 +271,7 @@ func copyOf(c *buffer.Cache, b *buffer.Buf) (*buffer.Buf, drop.Reason) {
 }
 
 func (q *txQueue) drop(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
-	q.ctr.txDrop(reason)
+	q.ctr.TxDrop(reason)
 	c.Drop(b, reason)
 }
 
@@ -465,7 +465,7 @@ func (q *txQueue) flushSocket(sock int) {
 				continue
 			}
 			for _, m := range msgs {
-				q.ctr.txDrop(reason)
+				q.ctr.TxDrop(reason)
 				q.pendReason[q.owner[m]] = reason
 			}
 			done++
@@ -513,7 +513,7 @@ func (q *txQueue) sendOne(fd int, m int32) {
 	if err != nil {
 		reason = sendReason(err)
 	}
-	q.ctr.txDrop(reason)
+	q.ctr.TxDrop(reason)
 	q.pendReason[q.owner[m]] = reason
 }
 

@@ -48,18 +48,26 @@ func (p *Published) AddTo(dst []uint64) {
 	}
 }
 
-// Block is one queue's counters: N, which only the queue's owner (its
-// worker) writes, without atomics, and their published copy. Each package
-// lays out its own indexes in N.
+// Block is one queue's counters: own counters of its package's choosing
+// (indices 0 to own-1), then the queue's receive drops and its transmit
+// drops by reason. Its worker counts into N and publishes after each
+// burst; stats, metrics and the API read the published values.
 type Block struct {
 	N   []uint64
+	own int
 	pub Published
 }
 
-// NewBlock returns n counters, N on cache lines of its own.
-func NewBlock(n int) Block {
-	return Block{N: cacheline.Make[uint64](n, n), pub: NewPublished(n)}
+// NewBlock returns a block of own counters and the drops, N on cache
+// lines of its own.
+func NewBlock(own int) Block {
+	n := Len(own)
+	return Block{N: cacheline.Make[uint64](n, n), own: own, pub: NewPublished(n)}
 }
+
+// Len is the length of a block of own counters, and of a sum of such
+// blocks.
+func Len(own int) int { return own + 2*int(drop.NumReasons) }
 
 // Publish makes N visible to AddTo. Owner only.
 func (b *Block) Publish() { b.pub.Publish(b.N) }
@@ -67,8 +75,20 @@ func (b *Block) Publish() { b.pub.Publish(b.N) }
 // AddTo adds the published counters into dst. Safe from any goroutine.
 func (b *Block) AddTo(dst []uint64) { b.pub.AddTo(dst) }
 
-// Drop counts a drop for reason r in the run of drop.NumReasons counters
-// that starts at first; reasons past the enumeration count as its last.
-func (b *Block) Drop(first int, r drop.Reason) {
+// RxDrop and TxDrop count a received or a transmitted packet dropped for
+// reason r; reasons past the enumeration count as its last.
+func (b *Block) RxDrop(r drop.Reason) { b.drop(b.own, r) }
+func (b *Block) TxDrop(r drop.Reason) { b.drop(b.own+int(drop.NumReasons), r) }
+
+func (b *Block) drop(first int, r drop.Reason) {
 	b.N[first+int(min(r, drop.NumReasons-1))]++
+}
+
+// Drops returns the receive and transmit drops of sum, a sum of blocks
+// of own counters.
+func Drops(sum []uint64, own int) (rx, tx drop.Counts) {
+	n := int(drop.NumReasons)
+	copy(rx[:], sum[own:own+n])
+	copy(tx[:], sum[own+n:own+2*n])
+	return rx, tx
 }

@@ -60,21 +60,24 @@ func TestConcurrentReaders(t *testing.T) {
 	wg.Wait()
 }
 
-// A block's drops land at first + reason, a reason past the enumeration
-// at its last; readers see them once published.
+// A block's drops land after its own counters, receive then transmit, a
+// reason past the enumeration at its last; readers see them once
+// published.
 func TestBlockDrop(t *testing.T) {
-	const first = 2
-	b := NewBlock(first + int(drop.NumReasons))
-	b.Drop(first, drop.NoMem)
-	b.Drop(first, drop.NumReasons+7)
-	sum := make([]uint64, len(b.N))
+	const own = 2
+	b := NewBlock(own)
+	b.RxDrop(drop.NoMem)
+	b.RxDrop(drop.NumReasons + 7)
+	b.TxDrop(drop.NoRoute)
+	sum := make([]uint64, Len(own))
 	b.AddTo(sum)
-	if sum[first+int(drop.NoMem)] != 0 {
+	if rx, _ := Drops(sum, own); rx[drop.NoMem] != 0 {
 		t.Fatal("a drop visible before Publish")
 	}
 	b.Publish()
 	b.AddTo(sum)
-	if sum[first+int(drop.NoMem)] != 1 || sum[first+int(drop.NumReasons)-1] != 1 {
+	rx, tx := Drops(sum, own)
+	if rx[drop.NoMem] != 1 || rx[drop.NumReasons-1] != 1 || tx[drop.NoRoute] != 1 || sum[0] != 0 || sum[1] != 0 {
 		t.Fatalf("published %v", sum)
 	}
 }
