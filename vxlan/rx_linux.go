@@ -66,8 +66,10 @@ type rxQueue struct {
 	p   *Port
 	fd  int
 	vni uint32
-	// The remotes' addresses as the socket reports sources: 4 bytes each
-	// over IPv4, 16 over IPv6.
+	// peers are the port's as the queue took them last (sync), with
+	// their remotes' addresses as the socket reports sources: 4 bytes
+	// each over IPv4, 16 over IPv6.
+	peers    *peers
 	remotes4 [][4]byte
 	remotes6 [][16]byte
 	// The class Receive takes buffers of, for the pool it was computed
@@ -129,13 +131,7 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 		pending: make([]*buffer.Buf, 0, maxPendingErrors),
 		ctr:     newCounters(),
 	}
-	for _, r := range p.remotes {
-		if r.Is4() {
-			q.remotes4 = append(q.remotes4, r.As4())
-		} else {
-			q.remotes6 = append(q.remotes6, r.As16())
-		}
-	}
+	q.sync()
 	for i := range q.msgs {
 		h := &q.msgs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&q.names[i]))
@@ -143,6 +139,24 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 		h.Control = &q.ctl[i*groCmsgLen]
 	}
 	return q
+}
+
+// sync takes the port's peers if they changed, between two bursts: the
+// messages received and not split yet name remotes of the last set.
+func (q *rxQueue) sync() {
+	pe := q.p.peers.Load()
+	if pe == q.peers {
+		return
+	}
+	q.peers = pe
+	q.remotes4, q.remotes6 = q.remotes4[:0], q.remotes6[:0]
+	for _, r := range pe.remotes {
+		if r.Is4() {
+			q.remotes4 = append(q.remotes4, r.As4())
+		} else {
+			q.remotes6 = append(q.remotes6, r.As16())
+		}
+	}
 }
 
 // syncPool picks the smallest class whose buffers hold minRoom, or the
@@ -194,12 +208,13 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	}
 	now := clock()
 	if q.next >= q.nrecv {
+		q.sync()
 		if err := q.recv(c, min(len(bufs), maxBurst)); err != nil {
 			return 0, err
 		}
 	}
 	out := q.splitAll(c, bufs, now)
-	q.p.fdb.commit(&q.learn, now)
+	q.peers.fdb.commit(&q.learn, now)
 	q.ctr.Publish()
 	return out, nil
 }
@@ -496,7 +511,7 @@ func (q *rxQueue) accept(b *buffer.Buf, now int64) (bool, drop.Reason) {
 		q.ctr.N[cRxCsumFinished]++
 	}
 	if !q.p.cfg.L3 {
-		q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), q.cur.remote, now)
+		q.peers.fdb.see(&q.learn, [6]byte(inner[6:12]), q.cur.remote, now)
 	}
 	return true, drop.NotSpecified
 }
