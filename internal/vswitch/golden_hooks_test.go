@@ -1,6 +1,10 @@
 package vswitch
 
-import "fmt"
+import (
+	"fmt"
+
+	"softnet.dev/internal/vswitch/portkind/tunkind"
+)
 
 // openConfigOf is what a port opens with in a switch of workers
 // workers: its device's, socket's or overlay's configuration, as the
@@ -11,11 +15,13 @@ func openConfigOf(p PortSpec, workers int) string {
 	if q == 0 {
 		q = workers
 	}
-	switch {
-	case p.VhostUser:
-		return fmt.Sprintf("vhostuser.Config%+v", p.vhostUser(q))
-	case p.VXLAN:
-		return fmt.Sprintf("vxlan.Config%+v", p.vxlanConfig(q))
+	switch o := p.options().(type) {
+	case *vhostUserOptions:
+		return fmt.Sprintf("vhostuser.Config%+v", o.Config(p.Name, p.Common, q))
+	case *vxlanOptions:
+		return fmt.Sprintf("vxlan.Config%+v", o.Config(p.Name, p.Common, q))
+	case *tunkind.Options:
+		return fmt.Sprintf("tun.Config%+v", o.Config(p.Name, p.Common, q))
 	}
-	return fmt.Sprintf("tun.Config%+v", p.device(q))
+	return fmt.Sprintf("unknown kind %q", p.Kind)
 }

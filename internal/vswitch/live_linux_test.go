@@ -14,6 +14,7 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/tun"
 )
 
@@ -142,7 +143,7 @@ func TestSwitchLiveRoutes(t *testing.T) {
 		"removing a missing route": {sw.RemoveRoute(netip.MustParsePrefix("198.19.0.0/16"), slog.Attr{}), ErrNotFound},
 		"removing a missing port":  {sw.RemovePort("nope", slog.Attr{}), ErrNotFound},
 		"duplicate port":           {sw.AddPort(a.spec(t, ""), slog.Attr{}), ErrExists},
-		"tap beside tun":           {sw.AddPort(PortSpec{TAP: true, Name: "snx", Offload: true}, slog.Attr{}), ErrInvalid},
+		"tap beside tun":           {sw.AddPort(PortSpec{Kind: "tap", Name: "snx", Common: portkind.Common{Offload: true}}, slog.Attr{}), ErrInvalid},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, tc.err, tc.want)
@@ -236,7 +237,7 @@ func TestSwitchApply(t *testing.T) {
 func TestSwitchAddPortDeviceError(t *testing.T) {
 	gs := newGuests(t, 2)
 	sw, stop := startSwitchConfig(t, gs, Config{})
-	err := sw.AddPort(PortSpec{Name: "sn9", NetNS: "softnet-no-such-ns", Offload: true}, slog.Attr{})
+	err := sw.AddPort(PortSpec{Kind: "tun", Name: "sn9", Common: portkind.Common{NetNS: "softnet-no-such-ns", Offload: true}}, slog.Attr{})
 	if !errors.Is(err, ErrDevice) || !strings.Contains(err.Error(), "softnet-no-such-ns") {
 		t.Errorf("a port in a missing namespace: %v", err)
 	}

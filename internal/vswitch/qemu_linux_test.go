@@ -107,7 +107,7 @@ func (vm *qemuVM) report() string {
 
 // waitFor waits until cond holds, failing the test if QEMU exits first
 // (saying if a signal ended it) or d passes.
-func (vm *qemuVM) waitFor(what string, d time.Duration, vp PortView, cond func() bool) {
+func (vm *qemuVM) waitFor(what string, d time.Duration, vp vhostView, cond func() bool) {
 	t := vm.t
 	t.Helper()
 	deadline := time.Now().Add(d)

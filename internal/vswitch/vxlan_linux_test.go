@@ -111,8 +111,8 @@ func vxlanStatsOf(t *testing.T, rep *Report) vxlan.Stats {
 		t.Fatal("no report")
 	}
 	for _, d := range rep.Devices {
-		if d.VXLAN != nil {
-			return *d.VXLAN
+		if v, ok := d.Own.(*vxlanOwnCounters); ok {
+			return v.Stats
 		}
 	}
 	t.Fatal("no vxlan port in the report")
@@ -286,8 +286,8 @@ func TestVXLANRemoteRestart(t *testing.T) {
 // zero: vxlanStatsOf for other goroutines than the test's.
 func vxlanCounters(rep *Report) vxlan.Stats {
 	for _, d := range rep.Devices {
-		if d.VXLAN != nil {
-			return *d.VXLAN
+		if v, ok := d.Own.(*vxlanOwnCounters); ok {
+			return v.Stats
 		}
 	}
 	return vxlan.Stats{}

@@ -1,0 +1,130 @@
+package vswitch
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"softnet.dev/internal/vswitch/portkind"
+	"softnet.dev/packet"
+	"softnet.dev/port"
+	"softnet.dev/tun"
+	"softnet.dev/vhostuser"
+)
+
+// vhostUserKind is the vhost-user kind of port: a VM's virtio-net device
+// (package vhostuser), bridged like a tap port, over a Unix socket.
+var vhostUserKind = portkind.Kind{
+	Name:     "vhost-user",
+	Synopsis: "vhost-user:NAME,socket=PATH",
+	Keys:     []string{"socket", "mode"},
+	Needs:    []portkind.Need{{Key: "socket", Missing: "a vhost-user port needs socket=PATH"}},
+	Takes:    portkind.Queues | portkind.Offload | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	NotTaken: "%s= applies to tun and tap devices, not to vhost-user ports",
+	Help: `  vhost-user:NAME,socket=PATH[,mode=server|client]
+            a VM's virtio-net device, bridged like a tap port, whose
+            front-end (QEMU's -netdev vhost-user, DPDK's virtio-user)
+            connects to the socket the switch listens on at PATH, and
+            may reconnect (a VM that reboots); with mode=client the
+            switch connects to the front-end's socket, and again
+            whenever the front-end listens again. It takes queues,
+            offload, allow, mac, dhcp-server and router
+`,
+	New:         func() portkind.Options { return &vhostUserOptions{} },
+	NewCounters: func() portkind.Counters { return &vhostUserCounters{} },
+}
+
+// vhostUserOptions are a vhost-user port's own options.
+type vhostUserOptions struct {
+	Socket string
+	// Client: the port connects to the front-end's socket (mode=client)
+	// instead of listening on it (mode=server, the default).
+	Client bool
+}
+
+func (o *vhostUserOptions) Set(k, v string) (bool, error) {
+	switch k {
+	case "socket":
+		o.Socket = v
+	case "mode":
+		if v != "server" && v != "client" {
+			return true, fmt.Errorf("mode %q: want server or client", v)
+		}
+		o.Client = v == "client"
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+func (o *vhostUserOptions) Fields() []portkind.Field {
+	out := []portkind.Field{{Key: "socket", Value: o.Socket}}
+	if o.Client {
+		out = append(out, portkind.Field{Key: "mode", Value: "client"})
+	}
+	return out
+}
+
+// Config is the port name with c and q queue pairs.
+func (o *vhostUserOptions) Config(name string, c portkind.Common, q int) vhostuser.Config {
+	return vhostuser.Config{Name: name, Socket: o.Socket, Client: o.Client, Queues: q, Offload: c.Offload}
+}
+
+func (o *vhostUserOptions) Check(name string, c portkind.Common, q int) error {
+	return o.Config(name, c, q).Validate()
+}
+
+// Claim: one port listens on a socket, or connects to it.
+func (o *vhostUserOptions) Claim() string { return "listens on socket " + o.Socket }
+
+func (o *vhostUserOptions) Layer() packet.Layer { return packet.L2 }
+
+func (o *vhostUserOptions) Live(portkind.Options) bool { return false }
+
+// Open listens on the socket (or connects to it) from here on, for a
+// VM's front-end.
+func (o *vhostUserOptions) Open(name string, c portkind.Common, q int, log *slog.Logger) (portkind.Opened, error) {
+	cfg := o.Config(name, c, q)
+	cfg.Log = log
+	p, err := vhostuser.Listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return vhostUserOpened{p}, nil
+}
+
+// vhostUserOpened is an open vhost-user port.
+type vhostUserOpened struct{ p *vhostuser.Port }
+
+func (v vhostUserOpened) Port() port.Port { return v.p }
+
+func (v vhostUserOpened) Describe() []any {
+	return []any{"info", v.p.Info().String(), "socket", v.p.Socket()}
+}
+
+// Stats are the port's counters; those a TAP device has too go where
+// its are, so that every view (drops, metrics) shows them alike.
+func (v vhostUserOpened) Stats() portkind.Stats {
+	s := v.p.Stats()
+	return portkind.Stats{Own: &vhostUserCounters{s}, Stats: tun.Stats{
+		RxPackets: s.RxPackets, RxBytes: s.RxBytes, TxPackets: s.TxPackets, TxBytes: s.TxBytes,
+		RxDrops: s.RxDrops, TxDrops: s.TxDrops, Segmented: s.Segmented,
+	}}
+}
+
+func (v vhostUserOpened) Change(portkind.Options) error {
+	return errors.New("a vhost-user port's options change only with a reopen")
+}
+
+// vhostUserCounters are a vhost-user port's own counters: its guest's
+// descriptors, rings, notifications and connections.
+type vhostUserCounters struct{ vhostuser.Stats }
+
+func (*vhostUserCounters) Key() string { return "vhost_user" }
+
+func (*vhostUserCounters) Summary(string) string { return "" }
+
+func (v *vhostUserCounters) Offloads(port string) string {
+	return fmt.Sprintf("%s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications",
+		port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls)
+}
