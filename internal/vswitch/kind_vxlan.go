@@ -55,8 +55,10 @@ var vxlanKind = portkind.Kind{
             PREFIX=NAME,via=REMOTE sends guests' packets for PREFIX to
             REMOTE in frames from vtep-mac to REMOTE's VTEP MAC, given
             as fdb=MAC@REMOTE, and it takes only frames to vtep-mac
-            (OTHERHOST). It takes netns (the underlay's), queues,
-            allow, mac, dhcp-server and router
+            (OTHERHOST). A reload that changes only remote= and fdb=
+            changes the running port, without closing its sockets. It
+            takes netns (the underlay's), queues, allow, mac,
+            dhcp-server and router
 `,
 	New:         func() portkind.Options { return &vxlanOptions{} },
 	NewCounters: func() portkind.Counters { return &vxlanOwnCounters{} },
@@ -192,8 +194,15 @@ func (o *vxlanOptions) Layer() packet.Layer {
 	return packet.L2
 }
 
-// Live is false: any change opens the port's sockets again.
-func (o *vxlanOptions) Live(portkind.Options) bool { return false }
+// Live: a running port takes new remotes and static stations
+// (vxlan.Port.SetRemotes); anything else opens its sockets again.
+func (o *vxlanOptions) Live(next portkind.Options) bool {
+	n, ok := next.(*vxlanOptions)
+	if !ok {
+		return false
+	}
+	return o.VNI == n.VNI && o.Local == n.Local && o.DstPort == n.DstPort && o.SrcPorts == n.SrcPorts && o.L3 == n.L3 && o.VTEPMAC == n.VTEPMAC
+}
 
 // CheckVia checks a route to a routed port: it names a remote with a
 // VTEP MAC.
@@ -235,9 +244,10 @@ func (v vxlanOpened) Stats() portkind.Stats {
 	}}
 }
 
-// Change is never asked: Live is false.
-func (v vxlanOpened) Change(portkind.Options) error {
-	return errors.New("a vxlan port's options change only with a reopen")
+// Change gives the running port next's remotes and static stations.
+func (v vxlanOpened) Change(next portkind.Options) error {
+	n := next.(*vxlanOptions)
+	return v.p.SetRemotes(n.Remotes, n.Static)
 }
 
 // SetRoutes gives a routed port the routes to it, with their remotes.

@@ -231,7 +231,7 @@ func (sw *Switch) changePort(spec PortSpec, by slog.Attr) error {
 	return nil
 }
 
-// same reports whether two routes are one: prefix and port.
+// same reports whether two routes are one: prefix, port and next hop.
 func (rt RouteSpec) same(o RouteSpec) bool {
-	return rt.Prefix == o.Prefix && rt.Port == o.Port
+	return rt.Prefix == o.Prefix && rt.Port == o.Port && rt.Via == o.Via
 }
