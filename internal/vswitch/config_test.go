@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"softnet.dev/internal/vswitch/portkind"
+	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
 
 func TestParsePort(t *testing.T) {
@@ -340,7 +341,7 @@ func TestParsePortVXLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, ok := p.Options.(*vxlanOptions)
+	o, ok := p.Options.(*vxlankind.Options)
 	if !ok || p.Routed() || o.VNI != 42 || o.Local != netip.MustParseAddrPort("198.18.100.1:0") || len(o.Remotes) != 2 ||
 		o.DstPort != 8472 || p.NetNS != "host1" || p.Queues != 2 {
 		t.Fatalf("%+v", p)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"softnet.dev/internal/vswitch/portkind/tunkind"
+	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
 
 // openConfigOf is what a port opens with in a switch of workers
@@ -18,7 +19,7 @@ func openConfigOf(p PortSpec, workers int) string {
 	switch o := p.options().(type) {
 	case *vhostUserOptions:
 		return fmt.Sprintf("vhostuser.Config%+v", o.Config(p.Name, p.Common, q))
-	case *vxlanOptions:
+	case *vxlankind.Options:
 		return fmt.Sprintf("vxlan.Config%+v", o.Config(p.Name, p.Common, q))
 	case *tunkind.Options:
 		return fmt.Sprintf("tun.Config%+v", o.Config(p.Name, p.Common, q))

@@ -5,13 +5,14 @@ import (
 
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/internal/vswitch/portkind/tunkind"
+	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
 
 // kinds are the kinds of port the switch has, in the order its help and
 // errors list them. Each is a unit of its own, beside package portkind;
 // adding one is writing it and registering it here (docs/design.md,
 // "Adding a kind of port").
-var kinds = []*portkind.Kind{&tunkind.TUN, &tunkind.TAP, &vhostUserKind, &vxlanKind}
+var kinds = []*portkind.Kind{&tunkind.TUN, &tunkind.TAP, &vhostUserKind, &vxlankind.Kind}
 
 // kindOf returns the kind named name, or nil.
 func kindOf(name string) *portkind.Kind {

@@ -14,6 +14,7 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch/portkind/vxlankind"
 	"softnet.dev/vxlan"
 )
 
@@ -132,7 +133,7 @@ func vxlanStatsOf(t *testing.T, rep *Report) vxlan.Stats {
 		t.Fatal("no report")
 	}
 	for _, d := range rep.Devices {
-		if v, ok := d.Own.(*vxlanOwnCounters); ok {
+		if v, ok := d.Own.(*vxlankind.Counters); ok {
 			return v.Stats
 		}
 	}
@@ -294,7 +295,7 @@ func TestVXLANRemoteRestart(t *testing.T) {
 // zero: vxlanStatsOf for other goroutines than the test's.
 func vxlanCounters(rep *Report) vxlan.Stats {
 	for _, d := range rep.Devices {
-		if v, ok := d.Own.(*vxlanOwnCounters); ok {
+		if v, ok := d.Own.(*vxlankind.Counters); ok {
 			return v.Stats
 		}
 	}

@@ -1,9 +1,14 @@
-package vswitch
+// Package vxlankind is the switch's vxlan ports: a VXLAN overlay to
+// other hosts (package vxlan), bridged like a tap port or, with mode=l3,
+// a routed VTEP beside tun ports. Everything the switch knows of vxlan
+// ports is here: their options, how they print, check and open, which
+// changes a running port takes (its remotes and fdb entries), how
+// routes name a remote (via=), and their counters.
+package vxlankind
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -12,15 +17,12 @@ import (
 
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/packet"
-	"softnet.dev/port"
 	"softnet.dev/tun"
 	"softnet.dev/vxlan"
 )
 
-// vxlanKind is the vxlan kind of port: a VXLAN overlay to other hosts
-// (package vxlan), bridged like a tap port or, with mode=l3, a routed
-// VTEP beside tun ports.
-var vxlanKind = portkind.Kind{
+// Kind is the vxlan kind, as the switch registers it.
+var Kind = portkind.Kind{
 	Name:     "vxlan",
 	Synopsis: "vxlan:NAME,vni=N,local=IP,remote=IP",
 	Keys:     []string{"vni", "local", "remote", "fdb", "port", "srcports", "mode", "vtep-mac"},
@@ -60,12 +62,12 @@ var vxlanKind = portkind.Kind{
             takes netns (the underlay's), queues, allow, mac,
             dhcp-server and router
 `,
-	New:         func() portkind.Options { return &vxlanOptions{} },
-	NewCounters: func() portkind.Counters { return &vxlanOwnCounters{} },
+	New:         func() portkind.Options { return &Options{} },
+	NewCounters: func() portkind.Counters { return &Counters{} },
 }
 
-// vxlanOptions are a vxlan port's own options.
-type vxlanOptions struct {
+// Options are a vxlan port's own options.
+type Options struct {
 	VNI uint32
 	// Local is the underlay address and, if not 0, the port to receive
 	// on (local=IP[:PORT]; 0: DstPort).
@@ -85,7 +87,9 @@ type vxlanOptions struct {
 	VTEPMAC [6]byte
 }
 
-func (o *vxlanOptions) Set(k, v string) (bool, error) {
+// Set parses one of the kind's options: remote= and fdb= add to a
+// list, the others take the last value given.
+func (o *Options) Set(k, v string) (bool, error) {
 	switch k {
 	case "vni":
 		n, err := strconv.ParseUint(v, 10, 32)
@@ -148,7 +152,10 @@ func (o *vxlanOptions) Set(k, v string) (bool, error) {
 	return true, nil
 }
 
-func (o *vxlanOptions) Fields() []portkind.Field {
+// Fields are the options as a spec writes them: vni, local, the
+// remotes, port, the fdb entries, a routed port's mode and VTEP MAC,
+// srcports.
+func (o *Options) Fields() []portkind.Field {
 	out := []portkind.Field{{Key: "vni", Value: strconv.FormatUint(uint64(o.VNI), 10)}}
 	if o.Local.Port() != 0 {
 		out = append(out, portkind.Field{Key: "local", Value: o.Local.String()})
@@ -174,12 +181,14 @@ func (o *vxlanOptions) Fields() []portkind.Field {
 }
 
 // Config is the overlay port name opens with c and q queues.
-func (o *vxlanOptions) Config(name string, c portkind.Common, q int) vxlan.Config {
+func (o *Options) Config(name string, c portkind.Common, q int) vxlan.Config {
 	return vxlan.Config{Name: name, VNI: o.VNI, Local: o.Local, Remotes: o.Remotes, NetNS: c.NetNS, Port: o.DstPort, Queues: q,
 		SrcPortMin: o.SrcPorts[0], SrcPortMax: o.SrcPorts[1], Static: o.Static, L3: o.L3, VTEPMAC: o.VTEPMAC}
 }
 
-func (o *vxlanOptions) Check(name string, c portkind.Common, q int) error {
+// Check checks the overlay as vxlan.Config.Validate does, and the
+// port's name as a device's.
+func (o *Options) Check(name string, c portkind.Common, q int) error {
 	// Routes and reports name it as they name devices.
 	if err := (tun.Config{Name: name}).Validate(); err != nil {
 		return err
@@ -187,7 +196,8 @@ func (o *vxlanOptions) Check(name string, c portkind.Common, q int) error {
 	return o.Config(name, c, q).Validate()
 }
 
-func (o *vxlanOptions) Layer() packet.Layer {
+// Layer is L3 for a routed port (mode=l3), else L2.
+func (o *Options) Layer() packet.Layer {
 	if o.L3 {
 		return packet.L3
 	}
@@ -196,8 +206,8 @@ func (o *vxlanOptions) Layer() packet.Layer {
 
 // Live: a running port takes new remotes and static stations
 // (vxlan.Port.SetRemotes); anything else opens its sockets again.
-func (o *vxlanOptions) Live(next portkind.Options) bool {
-	n, ok := next.(*vxlanOptions)
+func (o *Options) Live(next portkind.Options) bool {
+	n, ok := next.(*Options)
 	if !ok {
 		return false
 	}
@@ -206,7 +216,7 @@ func (o *vxlanOptions) Live(next portkind.Options) bool {
 
 // CheckVia checks a route to a routed port: it names a remote with a
 // VTEP MAC.
-func (o *vxlanOptions) CheckVia(name string, via netip.Addr) error {
+func (o *Options) CheckVia(name string, via netip.Addr) error {
 	if !via.IsValid() {
 		return errors.New("a route to a vxlan port says via=REMOTE")
 	}
@@ -215,62 +225,3 @@ func (o *vxlanOptions) CheckVia(name string, via netip.Addr) error {
 	}
 	return nil
 }
-
-func (o *vxlanOptions) Open(name string, c portkind.Common, q int, _ *slog.Logger) (portkind.Opened, error) {
-	p, err := vxlan.Open(o.Config(name, c, q))
-	if err != nil {
-		return nil, err
-	}
-	return vxlanOpened{p, o.L3}, nil
-}
-
-// vxlanOpened is an open vxlan port.
-type vxlanOpened struct {
-	p  *vxlan.Port
-	l3 bool
-}
-
-func (v vxlanOpened) Port() port.Port { return v.p }
-func (v vxlanOpened) Describe() []any { return []any{"info", v.p.Info().String()} }
-
-// Stats are the overlay port's counters, those every port has among
-// them.
-func (v vxlanOpened) Stats() portkind.Stats {
-	s := v.p.Stats()
-	return portkind.Stats{Own: &vxlanOwnCounters{s}, Stats: tun.Stats{
-		RxPackets: s.RxPackets, RxBytes: s.RxBytes, TxPackets: s.TxPackets, TxBytes: s.TxBytes,
-		RxDrops: s.RxDrops, TxDrops: s.TxDrops,
-		Segmented: s.Segmented, Segments: s.Segments, CsumFinished: s.CsumFinished,
-	}}
-}
-
-// Change gives the running port next's remotes and static stations.
-func (v vxlanOpened) Change(next portkind.Options) error {
-	n := next.(*vxlanOptions)
-	return v.p.SetRemotes(n.Remotes, n.Static)
-}
-
-// SetRoutes gives a routed port the routes to it, with their remotes.
-func (v vxlanOpened) SetRoutes(routes []portkind.Route) error {
-	if !v.l3 {
-		return nil
-	}
-	vias := make([]vxlan.Route, len(routes))
-	for i, r := range routes {
-		vias[i] = vxlan.Route{Prefix: r.Prefix, Via: r.Via}
-	}
-	return v.p.SetRoutes(vias)
-}
-
-// vxlanOwnCounters are a vxlan port's own counters: datagrams, floods,
-// learned stations, system calls.
-type vxlanOwnCounters struct{ vxlan.Stats }
-
-func (*vxlanOwnCounters) Key() string { return "vxlan" }
-
-func (v *vxlanOwnCounters) Summary(port string) string {
-	return fmt.Sprintf("vxlan %s: %d datagrams in, %d out (%d frames flooded), %d dropped in, %d out; stations: %d now, %d learned, %d moved, %d not learned (table full), %d aged out",
-		port, v.RxPackets, v.TxPackets, v.Flooded, v.RxDrops.Total(), v.TxDrops.Total(), v.Stations, v.Learned, v.Moved, v.LearnFull, v.StationsAged)
-}
-
-func (*vxlanOwnCounters) Offloads(string) string { return "" }
