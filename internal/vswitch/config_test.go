@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"softnet.dev/internal/vswitch/portkind"
+	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
 
@@ -66,7 +67,7 @@ func TestParseVhostUserPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, ok := p.Options.(*vhostUserOptions); !ok || p.Routed() || o.Socket != "/run/softnet/vm1.sock" || p.Queues != 2 || p.Offload || len(p.MACs) != 1 {
+	if o, ok := p.Options.(*vhostkind.Options); !ok || p.Routed() || o.Socket != "/run/softnet/vm1.sock" || p.Queues != 2 || p.Offload || len(p.MACs) != 1 {
 		t.Fatalf("%+v", p)
 	}
 	if want := "vhost-user:vm1,socket=/run/softnet/vm1.sock,queues=2,offload=off,mac=02:00:00:00:00:07"; p.String() != want {
@@ -79,7 +80,7 @@ func TestParseVhostUserPort(t *testing.T) {
 		"vhost-user:vm1,socket=/a,mode=client": "vhost-user:vm1,socket=/a,mode=client",
 		"vhost-user:vm1,mode=server,socket=/a": "vhost-user:vm1,socket=/a",
 	} {
-		if p, err := ParsePort(in); err != nil || p.String() != want || p.Options.(*vhostUserOptions).Client != strings.Contains(want, "client") {
+		if p, err := ParsePort(in); err != nil || p.String() != want || p.Options.(*vhostkind.Options).Client != strings.Contains(want, "client") {
 			t.Errorf("ParsePort(%q) = %s, %v; want %s", in, p, err, want)
 		}
 	}
@@ -102,7 +103,7 @@ func TestParseVhostUserPort(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "socket /run/a.sock already") {
 		t.Errorf("two ports on one socket: %v", err)
 	}
-	cfg.Ports[2].Options = &vhostUserOptions{Socket: "/run/b.sock"}
+	cfg.Ports[2].Options = &vhostkind.Options{Socket: "/run/b.sock"}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("tap and vhost-user ports: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"softnet.dev/internal/vswitch/portkind/tunkind"
+	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
 
@@ -17,7 +18,7 @@ func openConfigOf(p PortSpec, workers int) string {
 		q = workers
 	}
 	switch o := p.options().(type) {
-	case *vhostUserOptions:
+	case *vhostkind.Options:
 		return fmt.Sprintf("vhostuser.Config%+v", o.Config(p.Name, p.Common, q))
 	case *vxlankind.Options:
 		return fmt.Sprintf("vxlan.Config%+v", o.Config(p.Name, p.Common, q))

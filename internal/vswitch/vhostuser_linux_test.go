@@ -19,6 +19,7 @@ import (
 
 	"softnet.dev/internal/dpdk"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/vhostuser"
 )
 
@@ -251,7 +252,7 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 	}
 	rep := stop()
 	for _, d := range rep.Devices {
-		if vs, ok := d.Own.(*vhostUserCounters); d.Port == "vu1" && (!ok || d.RxPackets != vs.RxPackets) {
+		if vs, ok := d.Own.(*vhostkind.Counters); d.Port == "vu1" && (!ok || d.RxPackets != vs.RxPackets) {
 			t.Errorf("report's counters for vu1: %+v", d)
 		}
 	}

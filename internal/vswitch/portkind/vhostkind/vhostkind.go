@@ -1,4 +1,8 @@
-package vswitch
+// Package vhostkind is the switch's vhost-user ports: a VM's
+// virtio-net device (package vhostuser), bridged like a tap port, over a
+// Unix socket where the switch listens for the VM's front-end (QEMU,
+// DPDK's virtio-user) or, with mode=client, connects to it.
+package vhostkind
 
 import (
 	"errors"
@@ -12,9 +16,8 @@ import (
 	"softnet.dev/vhostuser"
 )
 
-// vhostUserKind is the vhost-user kind of port: a VM's virtio-net device
-// (package vhostuser), bridged like a tap port, over a Unix socket.
-var vhostUserKind = portkind.Kind{
+// Kind is the vhost-user kind, as the switch registers it.
+var Kind = portkind.Kind{
 	Name:     "vhost-user",
 	Synopsis: "vhost-user:NAME,socket=PATH",
 	Keys:     []string{"socket", "mode"},
@@ -30,19 +33,20 @@ var vhostUserKind = portkind.Kind{
             whenever the front-end listens again. It takes queues,
             offload, allow, mac, dhcp-server and router
 `,
-	New:         func() portkind.Options { return &vhostUserOptions{} },
-	NewCounters: func() portkind.Counters { return &vhostUserCounters{} },
+	New:         func() portkind.Options { return &Options{} },
+	NewCounters: func() portkind.Counters { return &Counters{} },
 }
 
-// vhostUserOptions are a vhost-user port's own options.
-type vhostUserOptions struct {
+// Options are a vhost-user port's own options.
+type Options struct {
 	Socket string
 	// Client: the port connects to the front-end's socket (mode=client)
 	// instead of listening on it (mode=server, the default).
 	Client bool
 }
 
-func (o *vhostUserOptions) Set(k, v string) (bool, error) {
+// Set parses socket= and mode=.
+func (o *Options) Set(k, v string) (bool, error) {
 	switch k {
 	case "socket":
 		o.Socket = v
@@ -57,7 +61,8 @@ func (o *vhostUserOptions) Set(k, v string) (bool, error) {
 	return true, nil
 }
 
-func (o *vhostUserOptions) Fields() []portkind.Field {
+// Fields are socket=, and mode=client for a client.
+func (o *Options) Fields() []portkind.Field {
 	out := []portkind.Field{{Key: "socket", Value: o.Socket}}
 	if o.Client {
 		out = append(out, portkind.Field{Key: "mode", Value: "client"})
@@ -66,65 +71,68 @@ func (o *vhostUserOptions) Fields() []portkind.Field {
 }
 
 // Config is the port name with c and q queue pairs.
-func (o *vhostUserOptions) Config(name string, c portkind.Common, q int) vhostuser.Config {
+func (o *Options) Config(name string, c portkind.Common, q int) vhostuser.Config {
 	return vhostuser.Config{Name: name, Socket: o.Socket, Client: o.Client, Queues: q, Offload: c.Offload}
 }
 
-func (o *vhostUserOptions) Check(name string, c portkind.Common, q int) error {
+// Check checks the port as vhostuser.Config.Validate does.
+func (o *Options) Check(name string, c portkind.Common, q int) error {
 	return o.Config(name, c, q).Validate()
 }
 
 // Claim: one port listens on a socket, or connects to it.
-func (o *vhostUserOptions) Claim() string { return "listens on socket " + o.Socket }
+func (o *Options) Claim() string { return "listens on socket " + o.Socket }
 
-func (o *vhostUserOptions) Layer() packet.Layer { return packet.L2 }
+// Layer is L2: a virtio-net device carries Ethernet frames.
+func (o *Options) Layer() packet.Layer { return packet.L2 }
 
-func (o *vhostUserOptions) Live(portkind.Options) bool { return false }
+// Live is false: a new socket or mode is a new port.
+func (o *Options) Live(portkind.Options) bool { return false }
 
 // Open listens on the socket (or connects to it) from here on, for a
 // VM's front-end.
-func (o *vhostUserOptions) Open(name string, c portkind.Common, q int, log *slog.Logger) (portkind.Opened, error) {
+func (o *Options) Open(name string, c portkind.Common, q int, log *slog.Logger) (portkind.Opened, error) {
 	cfg := o.Config(name, c, q)
 	cfg.Log = log
 	p, err := vhostuser.Listen(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return vhostUserOpened{p}, nil
+	return opened{p}, nil
 }
 
-// vhostUserOpened is an open vhost-user port.
-type vhostUserOpened struct{ p *vhostuser.Port }
+// opened is an open vhost-user port.
+type opened struct{ p *vhostuser.Port }
 
-func (v vhostUserOpened) Port() port.Port { return v.p }
+func (v opened) Port() port.Port { return v.p }
 
-func (v vhostUserOpened) Describe() []any {
+func (v opened) Describe() []any {
 	return []any{"info", v.p.Info().String(), "socket", v.p.Socket()}
 }
 
 // Stats are the port's counters; those a TAP device has too go where
 // its are, so that every view (drops, metrics) shows them alike.
-func (v vhostUserOpened) Stats() portkind.Stats {
+func (v opened) Stats() portkind.Stats {
 	s := v.p.Stats()
-	return portkind.Stats{Own: &vhostUserCounters{s}, Stats: tun.Stats{
+	return portkind.Stats{Own: &Counters{s}, Stats: tun.Stats{
 		RxPackets: s.RxPackets, RxBytes: s.RxBytes, TxPackets: s.TxPackets, TxBytes: s.TxBytes,
 		RxDrops: s.RxDrops, TxDrops: s.TxDrops, Segmented: s.Segmented,
 	}}
 }
 
-func (v vhostUserOpened) Change(portkind.Options) error {
+func (v opened) Change(portkind.Options) error {
 	return errors.New("a vhost-user port's options change only with a reopen")
 }
 
-// vhostUserCounters are a vhost-user port's own counters: its guest's
+// Counters are a vhost-user port's own counters: its guest's
 // descriptors, rings, notifications and connections.
-type vhostUserCounters struct{ vhostuser.Stats }
+type Counters struct{ vhostuser.Stats }
 
-func (*vhostUserCounters) Key() string { return "vhost_user" }
+func (*Counters) Key() string { return "vhost_user" }
 
-func (*vhostUserCounters) Summary(string) string { return "" }
+func (*Counters) Summary(string) string { return "" }
 
-func (v *vhostUserCounters) Offloads(port string) string {
+func (v *Counters) Offloads(port string) string {
 	return fmt.Sprintf("%s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications",
 		port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls)
 }
