@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"softnet.dev/internal/vswitch"
-	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/program"
 )
 
@@ -128,7 +127,8 @@ func portGuest(runID string, i int, tap bool) *guest {
 // it, and until then the switch would warn that it may send from
 // nowhere.
 func portSpec(g *guest, o Options, live bool) vswitch.PortSpec {
-	spec := vswitch.PortSpec{Kind: deviceKind(o.TAP), Name: g.dev, Common: portkind.Common{NetNS: g.ns, Offload: true, GRO: true, IO: o.IO}}
+	spec := guestPort(o.TAP, g)
+	spec.IO = o.IO
 	if live && !o.TAP {
 		spec.Allow = &program.Allow{Prefixes: []netip.Prefix{g.v4.Masked(), g.v6.Masked()}}
 	}

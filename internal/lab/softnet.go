@@ -27,7 +27,9 @@ type softnetPath struct {
 func switchConfig(p *guestPair, c softnetConfig, tap bool) vswitch.Config {
 	cfg := vswitch.Config{Workers: max(c.Workers, 1)}
 	for _, g := range p.guests() {
-		cfg.Ports = append(cfg.Ports, vswitch.PortSpec{Kind: deviceKind(tap), Name: g.dev, Common: portkind.Common{NetNS: g.ns, Offload: c.Offload, GRO: c.GRO, IO: c.IO}})
+		spec := guestPort(tap, g)
+		spec.Offload, spec.GRO, spec.IO = c.Offload, c.GRO, c.IO
+		cfg.Ports = append(cfg.Ports, spec)
 		if !tap {
 			cfg.Routes = append(cfg.Routes, vswitch.RouteSpec{Prefix: g.v4.Masked(), Port: g.dev}, vswitch.RouteSpec{Prefix: g.v6.Masked(), Port: g.dev})
 		}
@@ -132,13 +134,14 @@ func (s *softnetPath) devices() []*tun.Device {
 	return out
 }
 
-// deviceKind is the kind of port of a guest's device: tap (bridged) or
-// tun (routed).
-func deviceKind(tap bool) string {
+// guestPort is guest g's device as a port of the switch, tap (bridged)
+// or tun (routed), with the defaults of `softnet switch --port`.
+func guestPort(tap bool, g *guest) vswitch.PortSpec {
+	k := tunkind.TUN
 	if tap {
-		return "tap"
+		k = tunkind.TAP
 	}
-	return "tun"
+	return vswitch.PortSpec{Kind: k.Name, Name: g.dev, Common: portkind.Common{NetNS: g.ns, Offload: true, GRO: true}, Options: k.New()}
 }
 
 // workerThreads returns the workers' OS threads (the switch locks each

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"softnet.dev/internal/vswitch/portkind"
+	"softnet.dev/packet"
 	"softnet.dev/program"
 	"softnet.dev/tun"
 )
@@ -187,13 +188,17 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: a port named %s is given twice", p, p.Name))
 		}
 		names[p.Name] = true
-		if c, ok := p.options().(portkind.Claimer); ok {
+		o := p.Options
+		if o == nil {
+			return in(p.at, fmt.Errorf("port %s: no options of a kind (%s): ParsePort makes a port", p, kindList(func(k *portkind.Kind) string { return k.Name })))
+		}
+		if c, ok := o.(portkind.Claimer); ok {
 			if other, dup := claims[p.Kind+" "+c.Claim()]; dup {
 				return in(p.at, fmt.Errorf("port %s: port %s %s already", p, other, c.Claim()))
 			}
 			claims[p.Kind+" "+c.Claim()] = p.Name
 		}
-		if p.Routed() {
+		if o.Layer() == packet.L3 {
 			tun++
 		} else {
 			tap++
@@ -201,7 +206,7 @@ func (cfg *Config) Validate() error {
 		if p.Queues != 0 && p.Queues < cfg.Workers {
 			return in(p.at, fmt.Errorf("port %s: %d queues for %d workers: each worker needs a queue of every port", p, p.Queues, cfg.Workers))
 		}
-		if err := p.check(max(p.Queues, cfg.Workers)); err != nil {
+		if err := o.Check(p.Name, p.Common, max(p.Queues, cfg.Workers)); err != nil {
 			return in(p.at, fmt.Errorf("port %s: %w", p, err))
 		}
 	}
@@ -290,7 +295,7 @@ func (cfg *Config) portIndex(name string) int {
 // checkRoute checks a route to port p: a route names a next hop (via=)
 // only if p's kind is a portkind.Relay, which checks it.
 func (p PortSpec) checkRoute(rt RouteSpec) error {
-	if r, ok := p.options().(portkind.Relay); ok {
+	if r, ok := p.Options.(portkind.Relay); ok {
 		return r.CheckVia(p.Name, rt.Via)
 	}
 	if rt.Via.IsValid() {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
@@ -226,13 +225,19 @@ func TestValidate(t *testing.T) {
 		"route on tap":    {Ports: []PortSpec{port("tap:a"), port("tap:b")}, Routes: []RouteSpec{{Port: "a"}}},
 		"few queues":      {Ports: []PortSpec{port("tun:a,queues=1"), port("tun:b")}, Workers: 2},
 		"workers":         {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Workers: 1000},
-		"many queues":     {Ports: []PortSpec{{Kind: "tun", Name: "a", Common: portkind.Common{Queues: 1000}}, port("tun:b")}},
+		"many queues":     {Ports: []PortSpec{withQueues(port("tun:a"), 1000), port("tun:b")}},
 		"duplicate route": {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Routes: []RouteSpec{{Prefix: netip.MustParsePrefix("198.18.1.0/24"), Port: "a"}, {Prefix: netip.MustParsePrefix("198.18.1.0/24"), Port: "b"}}},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// withQueues is p with q queues, which its spec could not give.
+func withQueues(p PortSpec, q int) PortSpec {
+	p.Queues = q
+	return p
 }
 
 func TestParseService(t *testing.T) {
@@ -481,7 +486,9 @@ func TestCPUs(t *testing.T) {
 			t.Errorf("ParseCPUs(%q) = %v, want an error", in, got)
 		}
 	}
-	ports := []PortSpec{{Kind: "tap", Name: "a"}, {Kind: "tap", Name: "b"}}
+	a, _ := ParsePort("tap:a")
+	b, _ := ParsePort("tap:b")
+	ports := []PortSpec{a, b}
 	p, err := NewPlan(Config{Ports: ports, Workers: 2}, Tuning{CPUs: "1,0"})
 	if err != nil {
 		t.Fatal(err)

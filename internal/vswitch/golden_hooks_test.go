@@ -17,7 +17,7 @@ func openConfigOf(p PortSpec, workers int) string {
 	if q == 0 {
 		q = workers
 	}
-	switch o := p.options().(type) {
+	switch o := p.Options.(type) {
 	case *vhostkind.Options:
 		return fmt.Sprintf("vhostuser.Config%+v", o.Config(p.Name, p.Common, q))
 	case *vxlankind.Options:

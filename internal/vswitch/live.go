@@ -59,7 +59,7 @@ func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	if err != nil {
 		return err
 	}
-	return sw.addPort(next, lp, next.Routes, by)
+	return sw.addPort(next, lp, spec.policy(next.Routes), by)
 }
 
 // withPort returns the configuration with spec added, if valid.
@@ -87,10 +87,11 @@ func (sw *Switch) takes(spec PortSpec) error {
 	return nil
 }
 
-// addPort adds lp, whose device is open, making next the configuration.
-// Its default sources are the prefixes routes route to it: next's, or
-// (Apply) those of the configuration being applied, whose routes follow.
-func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog.Attr) error {
+// addPort adds lp, whose device is open, with its policy pol, making
+// next the configuration. pol's default sources are the prefixes routes
+// route to it: next's, or (Apply) those of the configuration being
+// applied, whose routes follow.
+func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by slog.Attr) error {
 	spec := lp.spec
 	// The policy first, at the index the port gets: its first packet is
 	// checked.
@@ -101,7 +102,7 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog
 			sw.forgetIndex(index)
 			delete(sw.stale, index)
 		}
-		return sw.chain.sec.SetPolicy(index, portPolicy(index, spec, routes))
+		return sw.chain.sec.SetPolicy(index, pol)
 	})
 	if err != nil {
 		err = fmt.Errorf("port %s: %w", spec, err)
@@ -117,7 +118,6 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog
 	}
 	lp.index = index
 	sw.cfg, sw.ports = next, append(sw.ports, lp)
-	pol, _ := sw.chain.sec.Policy(lp.index)
 	sw.warnNoSources(spec.Name, pol)
 	sw.resizeShares()
 	sw.log.Info("port added", "port", spec.Name, "index", lp.index, by)
@@ -242,24 +242,26 @@ func (sw *Switch) addRoute(rt RouteSpec, by slog.Attr) error {
 	if err := next.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return sw.route(rt, next, by)
+	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+	return sw.route(lp, rt, next, lp.spec.policy(next.Routes), by)
 }
 
-// route routes rt, making next, which has it, the configuration.
-func (sw *Switch) route(rt RouteSpec, next Config, by slog.Attr) error {
-	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+// route routes rt to lp, whose policy becomes pol, making next, which
+// has the route, the configuration.
+func (sw *Switch) route(lp *livePort, rt RouteSpec, next Config, pol program.PortPolicy, by slog.Attr) error {
 	// The policy before the route: the guest's replies from the prefix
 	// must not be dropped as spoofed.
-	if err := sw.setPolicy(lp, next.Routes); err != nil {
+	if err := sw.setPolicy(lp, pol); err != nil {
 		return err
 	}
+	undo := func() error { return sw.setPolicy(lp, lp.spec.policy(sw.cfg.Routes)) }
 	// A port that routes what is sent to it learns the route first:
 	// what is routed to the port must find its next hop.
 	if err := lp.setRoutes(next.Routes); err != nil {
-		return errors.Join(err, sw.setPolicy(lp, sw.cfg.Routes))
+		return errors.Join(err, undo())
 	}
 	if err := sw.chain.fwd.AddRoute(program.Route{Prefix: rt.Prefix, Port: lp.index}); err != nil {
-		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes), lp.setRoutes(sw.cfg.Routes))
+		return errors.Join(fmt.Errorf("route %s: %w", rt, err), undo(), lp.setRoutes(sw.cfg.Routes))
 	}
 	sw.cfg = next
 	sw.log.Info("route added", "route", rt.String(), by)
@@ -284,7 +286,7 @@ func (sw *Switch) removeRoute(prefix netip.Prefix, by slog.Attr) error {
 	}
 	sw.cfg.Routes = slices.Delete(sw.cfg.Routes, i, i+1)
 	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
-	if err := sw.setPolicy(lp, sw.cfg.Routes); err != nil {
+	if err := sw.setPolicy(lp, lp.spec.policy(sw.cfg.Routes)); err != nil {
 		return err
 	}
 	if err := lp.setRoutes(sw.cfg.Routes); err != nil {
@@ -298,9 +300,9 @@ func (sw *Switch) routeIndex(prefix netip.Prefix) int {
 	return slices.IndexFunc(sw.cfg.Routes, func(r RouteSpec) bool { return r.Prefix == prefix })
 }
 
-// setPolicy gives lp the policy its spec and routes make.
-func (sw *Switch) setPolicy(lp *livePort, routes []RouteSpec) error {
-	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, lp.spec, routes)); err != nil {
+// setPolicy gives lp the policy pol.
+func (sw *Switch) setPolicy(lp *livePort, pol program.PortPolicy) error {
+	if err := sw.chain.sec.SetPolicy(lp.index, pol); err != nil {
 		return fmt.Errorf("port %s: %w", lp.spec.Name, err)
 	}
 	return nil

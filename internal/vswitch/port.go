@@ -23,7 +23,8 @@ type PortSpec struct {
 	Kind string // a kind of the switch's table (Kinds)
 	Name string
 	portkind.Common
-	// Options are the kind's own; nil stands for the kind's defaults.
+	// Options are the kind's own, as ParsePort sets them from the kind's
+	// defaults; a spec without is not valid.
 	Options portkind.Options
 
 	at string // "file:line" of a configuration file's directive, for errors
@@ -103,7 +104,10 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 		}
 		p.GRO = false
 	}
-	return p, p.Options.Check(p.Name, p.Common, p.Queues)
+	if err := p.Options.Check(p.Name, p.Common, p.Queues); err != nil {
+		return PortSpec{}, err
+	}
+	return p, nil
 }
 
 // set sets option key of port p of kind k: the kind's own first, then
@@ -177,29 +181,13 @@ func (p *PortSpec) setCommon(opt portkind.Option, key, v string) error {
 	return nil
 }
 
-// options are p's kind's own, its defaults if none are set.
-func (p PortSpec) options() portkind.Options {
-	if p.Options == nil {
-		if k := kindOf(p.Kind); k != nil {
-			return k.New()
-		}
-	}
-	return p.Options
-}
-
 // fields are p's options as its spec writes them: the kind's own, then
 // those every port has.
 func (p PortSpec) fields() []portkind.Field {
-	if p.options() == nil {
-		return p.commonFields()
-	}
-	return append(p.options().Fields(), p.commonFields()...)
-}
-
-// commonFields are the options every port has that p gives, as its spec
-// writes them.
-func (p PortSpec) commonFields() []portkind.Field {
 	var out []portkind.Field
+	if p.Options != nil {
+		out = p.Options.Fields()
+	}
 	var takes portkind.Option
 	if k := kindOf(p.Kind); k != nil {
 		takes = k.Takes
@@ -249,16 +237,7 @@ func (p PortSpec) String() string {
 // Routed reports whether the port carries IP packets and is routed by
 // the L3 forwarder, rather than Ethernet frames that are bridged: its
 // kind says (portkind.Options.Layer).
-func (p PortSpec) Routed() bool { return p.options() != nil && p.options().Layer() == packet.L3 }
-
-// check checks the port as its kind would open it with q queues.
-func (p PortSpec) check(q int) error {
-	o := p.options()
-	if o == nil {
-		return fmt.Errorf("unknown kind %q (%s)", p.Kind, kindList(func(k *portkind.Kind) string { return k.Name }))
-	}
-	return o.Check(p.Name, p.Common, q)
-}
+func (p PortSpec) Routed() bool { return p.Options != nil && p.Options.Layer() == packet.L3 }
 
 // portJSON is PortSpec's JSON: the options as the spec's text writes
 // them, one value or, for an option given more than once, the list.

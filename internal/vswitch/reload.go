@@ -57,8 +57,11 @@ type reload struct {
 	// gone are the ports removed: those cfg lacks, and those it changes
 	// in a way their kind does not take live, which are added again.
 	gone []string
-	// changed are the ports changed in place, as cfg has them.
-	changed []PortSpec
+	// changed are the ports changed in place, added those added (again),
+	// as cfg has them.
+	changed, added []PortSpec
+	// policies are the port security of cfg's ports, by name.
+	policies map[string]program.PortPolicy
 	// opened are new ports opened ahead, by name, until added.
 	opened map[string]*livePort
 	done   []string // what was changed, one line each
@@ -80,29 +83,45 @@ func (sw *Switch) newReload(cfg Config) (*reload, error) {
 	if len(fixed) > 0 {
 		return nil, fmt.Errorf("%s changed: %w", strings.Join(fixed, ", "), ErrRestart)
 	}
-	r := &reload{cfg: cfg, opened: map[string]*livePort{}}
-	reopen := map[string]bool{}
+	r := &reload{cfg: cfg, policies: map[string]program.PortPolicy{}, opened: map[string]*livePort{}}
+	reopen := map[string]bool{} // by name: in the same namespace
 	for i, old := range sw.cfg.Ports {
 		j := cfg.portIndex(old.Name)
-		switch {
-		case j < 0:
+		if j < 0 {
 			r.gone = append(r.gone, old.Name)
-		case cfg.Ports[j].String() == old.String():
-		case sw.ports[i].takesLive(cfg.Ports[j]):
+			continue
+		}
+		switch sw.ports[i].reloadTo(cfg.Ports[j]) {
+		case inPlace:
 			r.changed = append(r.changed, cfg.Ports[j])
-		default:
+		case reopened:
 			r.gone = append(r.gone, old.Name)
 			reopen[old.Name] = old.NetNS == cfg.Ports[j].NetNS
 		}
 	}
-	if err := sw.checkPorts(cfg); err != nil {
-		return nil, err
+	// What adding the ports would refuse: a kind the running switch
+	// cannot take (its programs are those of the ports it started
+	// with), a policy that does not compile.
+	byIndex := map[int]program.PortPolicy{}
+	for i, p := range cfg.Ports {
+		if err := sw.takes(p); err != nil {
+			return nil, err
+		}
+		r.policies[p.Name] = p.policy(cfg.Routes)
+		byIndex[i] = r.policies[p.Name]
 	}
-	// A changed port in the same namespace would take what the one
-	// open now has (its device, its socket): it opens once that one
-	// is closed.
+	if _, err := program.NewPortSecurity(byIndex); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	for _, p := range cfg.Ports {
-		if sameNetNS, ok := reopen[p.Name]; sameNetNS || !ok && sw.cfg.portIndex(p.Name) >= 0 {
+		sameNetNS, reopened := reopen[p.Name]
+		if !reopened && sw.cfg.portIndex(p.Name) >= 0 {
+			continue // it stays, or changes in place
+		}
+		r.added = append(r.added, p)
+		if sameNetNS {
+			// It would take what the port open now has (its device, its
+			// socket): it opens once that one is closed.
 			continue
 		}
 		lp, err := sw.openPort(p)
@@ -115,33 +134,32 @@ func (sw *Switch) newReload(cfg Config) (*reload, error) {
 	return r, nil
 }
 
-// checkPorts checks what adding cfg's ports would refuse, for Apply to
-// refuse it before anything changes: a kind of port the running switch
-// cannot take, a policy that does not compile.
-func (sw *Switch) checkPorts(cfg Config) error {
-	policies := map[int]program.PortPolicy{}
-	for i, p := range cfg.Ports {
-		if err := sw.takes(p); err != nil {
-			return err
-		}
-		policies[i] = portPolicy(i, p, cfg.Routes)
-	}
-	if _, err := program.NewPortSecurity(policies); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
-}
+// What a reload does to a running port.
+const (
+	kept = iota
+	inPlace
+	reopened
+)
 
-// takesLive reports whether the running port takes spec in place: a
-// spec of its kind with the same options every port has, whose own
-// options its kind changes live.
-func (lp *livePort) takesLive(spec PortSpec) bool {
-	old := lp.spec
-	return old.Kind == spec.Kind && slices.Equal(old.commonFields(), spec.commonFields()) && old.options().Live(spec.options())
+// reloadTo says what a reload to spec does to the running port: nothing
+// for its own spec, a change in place for one that differs only in its
+// kind's options and that its kind changes live, else a reopen.
+func (lp *livePort) reloadTo(spec PortSpec) int {
+	s := spec.String()
+	if s == lp.spec.String() {
+		return kept
+	}
+	same := lp.spec
+	same.Options = spec.Options
+	if same.String() == s && lp.spec.Options.Live(spec.Options) {
+		return inPlace
+	}
+	return reopened
 }
 
 // run makes the change, in the order that keeps guests honest: routes
-// go before their ports, and come after them.
+// go before their ports and come after them, and a port's policy is in
+// force before its first packet or route.
 func (r *reload) run(sw *Switch, by slog.Attr) error {
 	for _, rt := range slices.Clone(sw.cfg.Routes) {
 		if !slices.ContainsFunc(r.cfg.Routes, rt.same) || slices.Contains(r.gone, rt.Port) {
@@ -166,10 +184,8 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 			return err
 		}
 	}
-	for _, p := range r.cfg.Ports {
-		if sw.cfg.portIndex(p.Name) >= 0 {
-			continue
-		}
+	// What cfg has is valid: so is every step on the way to it.
+	for _, p := range r.added {
 		lp := r.opened[p.Name]
 		var err error
 		if lp == nil { // a changed port, removed above
@@ -177,10 +193,9 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		}
 		if err == nil {
 			delete(r.opened, p.Name)
-			// What cfg has is valid: so is every step on the way to it.
 			next := sw.cfg.clone()
 			next.Ports = append(next.Ports, p)
-			err = sw.addPort(next, lp, r.cfg.Routes, by)
+			err = sw.addPort(next, lp, r.policies[p.Name], by)
 		}
 		if err := r.step("port added: "+p.String(), err); err != nil {
 			return err
@@ -190,7 +205,8 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		if !slices.ContainsFunc(sw.cfg.Routes, rt.same) {
 			next := sw.cfg.clone()
 			next.Routes = append(next.Routes, rt)
-			if err := r.step("route added: "+rt.String(), sw.route(rt, next, by)); err != nil {
+			lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+			if err := r.step("route added: "+rt.String(), sw.route(lp, rt, next, r.policies[rt.Port], by)); err != nil {
 				return err
 			}
 		}
@@ -223,7 +239,7 @@ func (r *reload) closeUnused() {
 // its kind takes live.
 func (sw *Switch) changePort(spec PortSpec, by slog.Attr) error {
 	i := sw.cfg.portIndex(spec.Name)
-	if err := sw.ports[i].open.Change(spec.options()); err != nil {
+	if err := sw.ports[i].open.Change(spec.Options); err != nil {
 		return fmt.Errorf("port %s: %w", spec, err)
 	}
 	sw.ports[i].spec, sw.cfg.Ports[i] = spec, spec
@@ -231,7 +247,8 @@ func (sw *Switch) changePort(spec PortSpec, by slog.Attr) error {
 	return nil
 }
 
-// same reports whether two routes are one: prefix, port and next hop.
+// same reports whether two routes are one: prefix, port and next hop
+// (not where a file wrote them).
 func (rt RouteSpec) same(o RouteSpec) bool {
 	return rt.Prefix == o.Prefix && rt.Port == o.Port && rt.Via == o.Via
 }

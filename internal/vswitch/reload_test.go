@@ -14,6 +14,9 @@ func TestReloadTakesLive(t *testing.T) {
 		return p
 	}
 	const vx = "vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2"
+	if lp := (&livePort{spec: port(vx)}); lp.reloadTo(port(vx)) != kept || lp.reloadTo(port(vx+",queues=2")) != reopened {
+		t.Error("a spec of its own does not keep the port, or another does not reopen it")
+	}
 	for from, tos := range map[string]map[string]bool{
 		vx: {
 			"vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.3":                   true,
@@ -39,7 +42,7 @@ func TestReloadTakesLive(t *testing.T) {
 	} {
 		lp := &livePort{spec: port(from)}
 		for to, want := range tos {
-			if got := lp.takesLive(port(to)); got != want {
+			if got := lp.reloadTo(port(to)) == inPlace; got != want {
 				t.Errorf("%s → %s: in place %v, want %v", from, to, got, want)
 			}
 		}

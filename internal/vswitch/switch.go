@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,10 +97,7 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		p.TAP = !cfg.Ports[0].Routed()
 	}
 	p.Live = len(cfg.Ports) < 2
-	for _, spec := range cfg.Ports {
-		spec.Options = spec.options()
-		p.Ports = append(p.Ports, spec)
-	}
+	p.Ports = slices.Clone(cfg.Ports)
 	p.Pool = buffer.Config{Classes: PoolClasses(cfg.Workers)}
 	for _, rt := range cfg.Routes {
 		p.Routes = append(p.Routes, program.Route{Prefix: rt.Prefix, Port: cfg.portIndex(rt.Port)})
@@ -112,25 +110,25 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	}
 	p.Policies = map[int]program.PortPolicy{}
 	for i, spec := range cfg.Ports {
-		p.Policies[i] = portPolicy(i, spec, cfg.Routes)
+		p.Policies[i] = spec.policy(cfg.Routes)
 	}
 	return p, nil
 }
 
-// portPolicy is port i's security policy: its explicit allow= or, by
-// default, the prefixes routed to a TUN port (strict reverse-path
-// filtering: a guest sends only from where its replies would be routed)
-// and any address on a TAP port.
-func portPolicy(i int, spec PortSpec, routes []RouteSpec) program.PortPolicy {
-	pol := program.PortPolicy{MACs: spec.MACs, DHCPServer: spec.DHCPServer, Router: spec.Router}
+// policy is the port's security policy with routes: its explicit
+// allow= or, by default, the prefixes routed to a routed port (strict
+// reverse-path filtering: a guest sends only from where its replies
+// would be routed) and any address on a bridged port.
+func (p PortSpec) policy(routes []RouteSpec) program.PortPolicy {
+	pol := program.PortPolicy{MACs: p.MACs, DHCPServer: p.DHCPServer, Router: p.Router}
 	switch {
-	case spec.Allow != nil:
-		pol.Allow = *spec.Allow
-	case !spec.Routed():
+	case p.Allow != nil:
+		pol.Allow = *p.Allow
+	case !p.Routed():
 		pol.Allow.Any = true
 	default:
 		for _, rt := range routes {
-			if rt.Port == spec.Name {
+			if rt.Port == p.Name {
 				pol.Allow.Prefixes = append(pol.Allow.Prefixes, rt.Prefix)
 			}
 		}
@@ -343,7 +341,7 @@ func (sw *Switch) openPort(spec PortSpec) (*livePort, error) {
 	if q == 0 {
 		q = sw.cfg.Workers
 	}
-	o, err := spec.options().Open(spec.Name, spec.Common, q, sw.log)
+	o, err := spec.Options.Open(spec.Name, spec.Common, q, sw.log)
 	if err != nil {
 		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
 	}

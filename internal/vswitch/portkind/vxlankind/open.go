@@ -41,7 +41,10 @@ func (v opened) Stats() portkind.Stats {
 
 // Change gives the running port next's remotes and static stations.
 func (v opened) Change(next portkind.Options) error {
-	n := next.(*Options)
+	n, ok := next.(*Options)
+	if !ok {
+		return fmt.Errorf("vxlan %s: options of another kind", v.p.Info().Name)
+	}
 	return v.p.SetRemotes(n.Remotes, n.Static)
 }
 
