@@ -24,6 +24,12 @@ const (
 	maxQueues         = 256
 )
 
+// MaxRemotes bounds a port's remotes: a frame flooded costs a datagram
+// to each (sent 256 to a system call), and each queue keeps every
+// remote's address. Kubernetes clusters stop at 5000 nodes, each a
+// remote of an overlay such as Flannel's.
+const MaxRemotes = 16384
+
 // Config describes a VXLAN port: one VNI, reached over UDP from a local
 // address to a list of remote VTEPs (VXLAN tunnel endpoints), the
 // kernel's `ip link add NAME type vxlan id VNI local LOCAL dstport PORT`
@@ -114,6 +120,8 @@ func (cfg Config) Validate() error {
 		return fail("local address %v: write IPv4 addresses as such", local)
 	case len(cfg.Remotes) == 0:
 		return fail("no remote: want at least one")
+	case len(cfg.Remotes) > MaxRemotes:
+		return fail("%d remotes: want at most %d", len(cfg.Remotes), MaxRemotes)
 	case cfg.Queues < 1 || cfg.Queues > maxQueues:
 		return fail("%d queues: want 1 to %d", cfg.Queues, maxQueues)
 	case cfg.SrcPortMin == 0 || cfg.SrcPortMin > cfg.SrcPortMax:
