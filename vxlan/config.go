@@ -40,7 +40,7 @@ type Config struct {
 	// Local is the underlay address the port sends from and receives
 	// on, and the UDP port it receives on (0: Port).
 	Local   netip.AddrPort
-	Remotes []netip.Addr // the flood list; datagrams from others are dropped
+	Remotes []netip.Addr // the flood list (at most MaxRemotes); datagrams from others are dropped
 	NetNS   string       // the underlay's namespace, as tun.Config's
 	// Port is the remote VTEPs' UDP port (default DefaultPort; the
 	// kernel's vxlan uses 8472 unless given dstport).
