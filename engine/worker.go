@@ -35,7 +35,9 @@ type rxQueue struct {
 	registered bool // fd is in the worker's epoll set
 	notifier   bool // polled only from the poll list
 	active     bool // on the poll list
-	gone       bool // its port left the worker's view
+	// retired: its port left the worker's view or went down, and the
+	// worker gave the queue up (retire): never polled or armed again.
+	retired bool
 }
 
 type worker struct {
@@ -138,14 +140,7 @@ func (w *worker) adopt(next *portSet) {
 			keep = append(keep, rq)
 			continue
 		}
-		if a, ok := rq.q.(attach.Queue); ok {
-			a.Detach(w.cache)
-		}
-		w.unregister(rq)
-		if rq.notifier && rq.fd >= 0 {
-			w.notifiers--
-		}
-		rq.gone = true
+		w.retire(rq)
 	}
 	clear(w.rxqs[len(keep):])
 	w.rxqs = keep
@@ -221,9 +216,32 @@ func (w *worker) join(p *portState) {
 
 // activate puts rq on the poll list.
 func (w *worker) activate(rq *rxQueue) {
-	if !rq.active && !rq.gone {
+	if !rq.active && !rq.retired {
 		rq.active = true
 		w.active = append(w.active, rq)
+	}
+}
+
+// retire gives rq up for good, between rounds, once its port left the
+// worker's view or went down: what it lent is taken back (attach.Queue,
+// as after its last use) and its descriptor leaves the epoll set, or,
+// shared with other queues (a worker's io_uring), stays there for them.
+// A down port's queue must go at once: the first queue on a shared
+// descriptor is the one polled when it is readable and the one that
+// arms it for all, and a down queue is neither, so the descriptor would
+// stay readable with no one to reap what it signals (the others' packets
+// among it): the worker would spin and the others' packets wait.
+func (w *worker) retire(rq *rxQueue) {
+	if rq.retired {
+		return
+	}
+	rq.retired = true
+	if a, ok := rq.q.(attach.Queue); ok {
+		a.Detach(w.cache)
+	}
+	w.unregister(rq)
+	if rq.notifier && rq.fd >= 0 {
+		w.notifiers--
 	}
 }
 
@@ -414,7 +432,10 @@ func (w *worker) round() int {
 	work := 0
 	for _, rq := range list {
 		rq.active = false
-		if rq.gone || rq.port.down.Load() {
+		if rq.port.down.Load() {
+			w.retire(rq)
+		}
+		if rq.retired {
 			continue
 		}
 		w.curPort = rq.port.index
@@ -580,13 +601,16 @@ func (w *worker) sleep() {
 	for _, rq := range w.active {
 		pending = pending || rq.notifier
 	}
+	// First the queues of ports that went down since (a dead device's
+	// descriptor would stay readable and wake the worker for nothing), so
+	// that the first live queue on each descriptor arms it.
 	for _, rq := range w.rxqs {
 		if rq.port.down.Load() {
-			if rq.registered && len(w.byFD[rq.fd]) == 1 {
-				// A dead device's fd would stay readable (HUP) and wake us
-				// for nothing, forever.
-				w.unregister(rq)
-			}
+			w.retire(rq)
+		}
+	}
+	for _, rq := range w.rxqs {
+		if rq.retired {
 			continue
 		}
 		if rq.notifier && (!rq.registered || w.byFD[rq.fd][0] != rq) {
@@ -612,6 +636,8 @@ func (w *worker) sleep() {
 		w.now = int64(time.Since(w.epoch))
 	}
 	for _, rq := range w.rxqs {
-		rq.q.Disarm()
+		if !rq.retired {
+			rq.q.Disarm()
+		}
 	}
 }

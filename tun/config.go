@@ -78,9 +78,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("no device name")
 	case len(cfg.Name) > MaxNameLen:
 		return fail("name longer than %d bytes", MaxNameLen)
-	case cfg.Name == "." || cfg.Name == ".." || strings.ContainsAny(cfg.Name, "/: \t\n\x00"):
+	case cfg.Name == "." || cfg.Name == ".." || hasBadNameByte(cfg.Name):
 		// The kernel's dev_valid_name; checked here for a clearer error.
-		return fail("invalid device name")
+		return fail("invalid device name: Linux refuses '/', ':', white space, \".\" and \"..\"")
 	case strings.ContainsRune(cfg.Name, '%'):
 		// TUNSETIFF would expand a pattern like "tun%d" into a name we
 		// would not know to look up, check or remove.
@@ -99,6 +99,21 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("KeepGSO needs offload: without a vnet header there are no GSO packets")
 	}
 	return cfg, nil
+}
+
+// hasBadNameByte reports whether the kernel's dev_valid_name refuses
+// name for one of its bytes: '/', ':', NUL, or white space as the
+// kernel's isspace knows it, which is byte-wise and Latin-1 (tab to
+// carriage return, space, and 0xa0, so also any UTF-8 character whose
+// encoding has that byte, such as "à").
+func hasBadNameByte(name string) bool {
+	for i := range len(name) {
+		switch c := name[i]; {
+		case c == '/', c == ':', c == 0, c == ' ', c >= '\t' && c <= '\r', c == 0xa0:
+			return true
+		}
+	}
+	return false
 }
 
 // validNetNS accepts a name as `ip netns` takes it, or a clean absolute

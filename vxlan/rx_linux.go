@@ -3,6 +3,8 @@ package vxlan
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -66,10 +68,12 @@ type rxQueue struct {
 	p   *Port
 	fd  int
 	vni uint32
-	// The remotes' addresses as the socket reports sources: 4 bytes each
-	// over IPv4, 16 over IPv6.
-	remotes4 [][4]byte
-	remotes6 [][16]byte
+	// sources are the remotes' addresses, sorted, and bySource each one's
+	// index in the port's remotes: a datagram's source is found by a
+	// binary search, however many remotes an overlay of hundreds of
+	// nodes has.
+	sources  []netip.Addr
+	bySource []int32
 	// The class Receive takes buffers of, for the pool it was computed
 	// for (a queue is polled through one worker's cache).
 	pool  *buffer.Pool
@@ -129,12 +133,12 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 		pending: make([]*buffer.Buf, 0, maxPendingErrors),
 		ctr:     newCounters(),
 	}
-	for _, r := range p.remotes {
-		if r.Is4() {
-			q.remotes4 = append(q.remotes4, r.As4())
-		} else {
-			q.remotes6 = append(q.remotes6, r.As16())
-		}
+	for i := range p.remotes {
+		q.bySource = append(q.bySource, int32(i))
+	}
+	slices.SortFunc(q.bySource, func(i, j int32) int { return p.remotes[i].Compare(p.remotes[j]) })
+	for _, i := range q.bySource {
+		q.sources = append(q.sources, p.remotes[i])
 	}
 	for i := range q.msgs {
 		h := &q.msgs[i].Hdr
@@ -516,20 +520,17 @@ func (q *rxQueue) purge(c *buffer.Cache) {
 // remote returns the index in the port's remotes of a datagram's
 // source, or -1.
 func (q *rxQueue) remote(sa *unix.RawSockaddrInet6, namelen uint32) int {
+	var a netip.Addr
 	switch {
 	case sa.Family == unix.AF_INET && namelen >= unix.SizeofSockaddrInet4:
-		a := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa)).Addr
-		for i, r := range q.remotes4 {
-			if r == a {
-				return i
-			}
-		}
+		a = netip.AddrFrom4((*unix.RawSockaddrInet4)(unsafe.Pointer(sa)).Addr)
 	case sa.Family == unix.AF_INET6 && namelen >= unix.SizeofSockaddrInet6:
-		for i, r := range q.remotes6 {
-			if r == sa.Addr {
-				return i
-			}
-		}
+		a = netip.AddrFrom16(sa.Addr)
+	default:
+		return -1
+	}
+	if i, ok := slices.BinarySearchFunc(q.sources, a, netip.Addr.Compare); ok {
+		return int(q.bySource[i])
 	}
 	return -1
 }

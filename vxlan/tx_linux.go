@@ -317,6 +317,11 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 	sock := int32(senderOf(flowHash(f), len(q.senders)))
 	fits := q.mtu > 0 && len(f) <= q.mtu+14
 	for _, r := range to {
+		if q.nmsg == maxMsgs {
+			// Flooded to more remotes than one flush sends: the rest
+			// go with the next, the frame's buffer held until then.
+			pi = q.flushHolding(c)
+		}
 		q.message(pi, r, f, sock, fits)
 	}
 }
@@ -353,9 +358,11 @@ func (q *txQueue) queueRouted(c *buffer.Cache, b *buffer.Buf, orig int32) {
 }
 
 // hold keeps b among the buffers of the queued messages, after sending
-// those queued if n more would not fit, and returns its index.
+// those queued if n more would not fit (a flood to more than maxMsgs
+// remotes starts a flush of its own and continues in the next: see
+// flushHolding), and returns its index.
 func (q *txQueue) hold(c *buffer.Cache, b *buffer.Buf, orig int32, n int) int32 {
-	if q.nmsg+n > maxMsgs {
+	if q.nmsg+min(n, maxMsgs) > maxMsgs {
 		q.flush(c)
 	}
 	q.pend = append(q.pend, b)
@@ -412,13 +419,40 @@ func (q *txQueue) tooBig(c *buffer.Cache, f []byte) bool {
 
 // flush sends the queued datagrams and frees their buffers.
 func (q *txQueue) flush(c *buffer.Cache) {
+	q.send()
+	q.release(c, len(q.pend))
+}
+
+// flushHolding sends the queued datagrams and frees their buffers but
+// the one held last, a frame flooded to more remotes than fit one
+// flush: it stays held, with what its datagrams met so far, as the
+// first buffer of the next flush. It returns that index.
+func (q *txQueue) flushHolding(c *buffer.Cache) int32 {
+	q.send()
+	last := len(q.pend) - 1
+	b, sent, reason, orig := q.pend[last], q.pendSent[last], q.pendReason[last], q.pendOrig[last]
+	q.release(c, last)
+	q.pend, q.pendSent = append(q.pend, b), append(q.pendSent, sent)
+	q.pendReason, q.pendOrig = append(q.pendReason, reason), append(q.pendOrig, orig)
+	return 0
+}
+
+// send sends the queued datagrams, one socket after another, noting
+// which left.
+func (q *txQueue) send() {
 	for sock := range q.senders {
 		if q.bySock[sock].first >= 0 {
 			q.flushSocket(sock)
 			q.bySock[sock] = sockList{-1, -1}
 		}
 	}
-	for i, b := range q.pend {
+}
+
+// release frees the first n held buffers, whose datagrams were sent,
+// and empties the queue of messages: consumed if any of a buffer's
+// datagrams left, else dropped with the reason of the last that failed.
+func (q *txQueue) release(c *buffer.Cache, n int) {
+	for i, b := range q.pend[:n] {
 		if q.pendSent[i] {
 			c.Consume(b)
 			if o := q.pendOrig[i]; o != q.counted {

@@ -461,6 +461,7 @@ func buildSoftnet(t *testing.T) string {
 // balanced, the report is well formed, and nothing is left.
 func TestLabOverlay(t *testing.T) {
 	requireLab(t)
+	netnstest.RequireTools(t, "sysctl") // the kernel's hosts forward, as Flannel's nodes
 	bin := buildSoftnet(t)
 	for _, c := range []struct {
 		kinds        []OverlayKind

@@ -42,14 +42,16 @@ func RequireTools(t testing.TB, tools ...string) {
 // toolPackages names the Debian package of every external tool the tests
 // and the lab run (.ci/run installs them).
 var toolPackages = map[string]string{
-	"dpdk-testpmd": "dpdk-dev",
-	"ethtool":      "ethtool",
-	"ip":           "iproute2",
-	"iperf3":       "iperf3",
-	"ping":         "iputils-ping",
-	"sockperf":     "sockperf",
-	"taskset":      "util-linux",
-	"tcpdump":      "tcpdump",
+	"dpdk-testpmd":       "dpdk-dev",
+	"ethtool":            "ethtool",
+	"ip":                 "iproute2",
+	"iperf3":             "iperf3",
+	"ping":               "iputils-ping",
+	"qemu-system-x86_64": "qemu-system-x86",
+	"sockperf":           "sockperf",
+	"sysctl":             "procps",
+	"taskset":            "util-linux",
+	"tcpdump":            "tcpdump",
 }
 
 // MissingTools returns why the tools cannot be run here, e.g. "needs ping
