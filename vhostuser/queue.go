@@ -229,7 +229,8 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		q.cur = b
 		head := r.availHead(r.lastAvail)
 		r.lastAvail++
-		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, r.segs[:0])
+		budget := int(r.num)
+		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, &budget, r.segs[:0])
 		// Completed whatever it held: the guest gets every buffer back.
 		r.putUsed(r.usedIdx, head, 0)
 		r.usedIdx++
@@ -518,6 +519,7 @@ func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 	need := r.hdrLen + len(pkt)
 	segs := r.segs[:0]
 	chains, have := 0, 0
+	budget := int(r.num) // descriptors, over all the packet's chains
 	for have < need {
 		if chains == 1 && !r.mergeable {
 			return drop.PktTooBig // the guest's buffers are smaller than the packet
@@ -533,13 +535,15 @@ func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 		head := r.availHead(r.lastAvail + uint16(chains))
 		var n int
 		var werr walkError
-		segs, n, werr = walk(r.desc, r.num, r.mem, head, true, maxBytesPerPacket, segs)
+		segs, n, werr = walk(r.desc, r.num, r.mem, head, true, need-have, &budget, segs)
 		if werr != walkOK {
 			q.ctr.N[cBadChains]++
 			q.breakRing(r, "bad receive descriptor chain: "+werr.String())
 			return drop.DevHdr
 		}
-		r.heads[chains], r.lens[chains] = head, uint32(n)
+		// What the chain holds of the packet (its last buffer may hold
+		// more, of any length: a length past 32 bits must not wrap).
+		r.heads[chains], r.lens[chains] = head, uint32(min(n, need-have))
 		chains++
 		have += n
 	}
