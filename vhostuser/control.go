@@ -21,6 +21,11 @@ import (
 type vring struct {
 	mu    sync.Mutex
 	index int
+	// txMu serializes the transmit queues that share this ring (a guest
+	// enabled fewer pairs than the switch has workers: txRoute.shared),
+	// so that neither drops because the other holds mu for a burst. It
+	// is taken before mu, and only by workers.
+	txMu sync.Mutex
 
 	num     uint32
 	addr    vringAddr
@@ -434,6 +439,9 @@ func (p *Port) refresh(v *vring) {
 	r.setNoNotify(true)
 	v.run = r
 	p.running.Add(1)
+	if v.toGuest() {
+		p.remapTx()
+	}
 }
 
 // stopRing stops v, keeping where it stopped as its base, with v.mu
@@ -443,6 +451,9 @@ func (p *Port) stopRing(v *vring) {
 		v.base = v.run.lastAvail
 		v.run = nil
 		p.running.Add(-1)
+		if v.toGuest() {
+			p.remapTx()
+		}
 	}
 }
 

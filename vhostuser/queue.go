@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
@@ -229,7 +230,8 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		q.cur = b
 		head := r.availHead(r.lastAvail)
 		r.lastAvail++
-		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, r.segs[:0])
+		budget := int(r.num)
+		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, &budget, r.segs[:0])
 		// Completed whatever it held: the guest gets every buffer back.
 		r.putUsed(r.usedIdx, head, 0)
 		r.usedIdx++
@@ -375,23 +377,27 @@ func (p *Port) call(v *vring, r *split, old uint16, ctr *counters) {
 	}
 }
 
-// txQueue fills the guest's receive ring.
+// txQueue fills a receive ring of the guest: its own pair's, or the one
+// remapTx routes it to.
 type txQueue struct {
-	_    [cacheline.Size]byte
-	p    *Port
-	v    *vring
-	segs []*buffer.Buf // software GSO's segments
-	copy *buffer.Buf   // a shared packet's copy whose checksum is finished
-	cur  *buffer.Buf   // the packet being sent, for faulted
-	sent int           // the packets the burst sent, for faulted
-	ctr  counters
-	_    [cacheline.Size]byte
+	_     [cacheline.Size]byte
+	p     *Port
+	route atomic.Pointer[txRoute]
+	v     *vring        // the ring of the burst, route's when it began
+	segs  []*buffer.Buf // software GSO's segments
+	copy  *buffer.Buf   // a shared packet's copy whose checksum is finished
+	cur   *buffer.Buf   // the packet being sent, for faulted
+	sent  int           // the packets the burst sent, for faulted
+	ctr   counters
+	_     [cacheline.Size]byte
 }
 
 var _ port.TxQueue = (*txQueue)(nil)
 
 func newTxQueue(p *Port, v *vring) *txQueue {
-	return &txQueue{p: p, v: v, segs: make([]*buffer.Buf, vnet.MaxSegments), ctr: newCounters()}
+	q := &txQueue{p: p, v: v, segs: make([]*buffer.Buf, vnet.MaxSegments), ctr: newCounters()}
+	q.route.Store(&txRoute{v: v})
+	return q
 }
 
 // Transmit copies each packet into the guest's receive buffers, merging
@@ -399,17 +405,26 @@ func newTxQueue(p *Port, v *vring) *txQueue {
 // frees it. The used entries are published with one index store and the
 // guest notified once per burst. While no front-end runs the ring, the
 // packets drop as DEV_READY; when the guest's ring is full, as FULL_RING.
+// A queue whose ring another queue shares (txRoute) waits for that
+// queue's burst to end.
 func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (sent int, err error) {
-	if !q.v.mu.TryLock() {
+	route := q.route.Load()
+	v := route.v
+	if route.shared {
+		v.txMu.Lock()
+		defer v.txMu.Unlock()
+	}
+	if !v.mu.TryLock() {
 		q.dropAll(c, bufs, drop.DevReady)
 		return 0, nil
 	}
-	defer q.v.mu.Unlock()
-	r := q.v.run
+	defer v.mu.Unlock()
+	r := v.run
 	if r == nil || r.broken {
 		q.dropAll(c, bufs, drop.DevReady)
 		return 0, nil
 	}
+	q.v = v
 	defer q.faulted(c, r, bufs, &sent)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	return q.transmit(c, r, bufs), nil
@@ -518,6 +533,7 @@ func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 	need := r.hdrLen + len(pkt)
 	segs := r.segs[:0]
 	chains, have := 0, 0
+	budget := int(r.num) // descriptors, over all the packet's chains
 	for have < need {
 		if chains == 1 && !r.mergeable {
 			return drop.PktTooBig // the guest's buffers are smaller than the packet
@@ -533,13 +549,15 @@ func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 		head := r.availHead(r.lastAvail + uint16(chains))
 		var n int
 		var werr walkError
-		segs, n, werr = walk(r.desc, r.num, r.mem, head, true, maxBytesPerPacket, segs)
+		segs, n, werr = walk(r.desc, r.num, r.mem, head, true, need-have, &budget, segs)
 		if werr != walkOK {
 			q.ctr.N[cBadChains]++
 			q.breakRing(r, "bad receive descriptor chain: "+werr.String())
 			return drop.DevHdr
 		}
-		r.heads[chains], r.lens[chains] = head, uint32(n)
+		// What the chain holds of the packet (its last buffer may hold
+		// more, of any length: a length past 32 bits must not wrap).
+		r.heads[chains], r.lens[chains] = head, uint32(min(n, need-have))
 		chains++
 		have += n
 	}

@@ -42,6 +42,7 @@ func RequireTools(t testing.TB, tools ...string) {
 // toolPackages names the Debian package of every external tool the tests
 // and the lab run (.ci/run installs them).
 var toolPackages = map[string]string{
+	"busybox":            "busybox-static",
 	"dpdk-testpmd":       "dpdk-dev",
 	"ethtool":            "ethtool",
 	"ip":                 "iproute2",
@@ -73,6 +74,14 @@ func MissingTools(tools ...string) (string, error) {
 		return "", nil
 	}
 	return "needs " + strings.Join(missing, ", ") + ", not found on PATH", nil
+}
+
+// SkipOrFail skips the test for reason, or fails it when RequireEnv is
+// 1: for what a test needs that is not a tool on PATH (a guest kernel,
+// say), with the reason naming the Debian package to install.
+func SkipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	skipOrFail(t, reason)
 }
 
 // skipOrFail skips the test for reason, or fails it when RequireEnv is 1.
