@@ -268,7 +268,7 @@ func (p *Port) CloseInto(c *buffer.Cache) error {
 	}
 	p.watch.Stop()
 	var errs []error
-	errs = append(errs, p.prog.link.Close())
+	errs = append(errs, p.prog.detach())
 	if c == nil {
 		tmp, err := p.pool.NewCache(nil)
 		if err != nil {

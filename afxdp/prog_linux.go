@@ -134,13 +134,20 @@ func (p *xdpProg) attach(ifindex int, mode Mode) error {
 	}
 }
 
-// close detaches the program (closing its link) and frees it and its
-// maps; the interface's frames go to the kernel's stack again.
-func (p *xdpProg) close() error {
-	var errs []error
-	if p.link != nil {
-		errs = append(errs, p.link.Close())
+// detach closes the program's link: the interface's frames go to the
+// kernel's stack again.
+func (p *xdpProg) detach() error {
+	if p.link == nil {
+		return nil
 	}
+	err := p.link.Close()
+	p.link = nil
+	return err
+}
+
+// close detaches the program and frees it and its maps.
+func (p *xdpProg) close() error {
+	errs := []error{p.detach()}
 	if p.prog != nil {
 		errs = append(errs, p.prog.Close())
 	}
