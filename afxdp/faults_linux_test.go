@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"softnet.dev/drop"
 	"softnet.dev/port"
 )
 
@@ -241,4 +242,29 @@ func TestHoldPort(t *testing.T) {
 	defer p.Close()
 	fmt.Println("holding")
 	time.Sleep(testTimeout)
+}
+
+// Truncated and malformed frames a guest forges on its veth reach the
+// port as they are, and are counted by the reason the engine's parser
+// gives, not delivered; ping goes on.
+func TestMalformedFramesCounted(t *testing.T) {
+	r := newRig(t, 2, 0)
+	pool := newPool(t)
+	a := r.open(pool, r.guests[0], Config{})
+	b := r.open(pool, r.guests[1], Config{})
+	e := r.bridge(pool, 1, a, b)
+	g1, g2 := r.guests[0], r.guests[1]
+	r.ping(g1, g2.v4.Addr(), 1)
+	eth := func(etherType uint16, rest ...byte) []byte {
+		f := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, byte(etherType >> 8), byte(etherType)}
+		return append(f, rest...)
+	}
+	truncated := eth(0x0800, 0x45, 0, 0, 40, 0, 0)                          // an IPv4 header cut short
+	badVersion := eth(0x0800, append([]byte{0x95}, make([]byte, 39)...)...) // IP version 9
+	g1.ns.Inject(t, "eth0", true, truncated, truncated, badVersion)
+	waitFor(t, "the malformed frames are counted", func() bool {
+		d := e.Stats().Ports[0].Drops
+		return d[drop.HdrTrunc] >= 2 && d[drop.InvalidProto] >= 1
+	})
+	r.ping(g1, g2.v4.Addr(), 2)
 }
