@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 	"softnet.dev/buffer"
+	"softnet.dev/drop"
 	"softnet.dev/engine"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/port"
@@ -157,16 +158,60 @@ func (r *rig) ping(g *guest, dst netip.Addr, count int) {
 	}
 }
 
+// Ping through two ports, with the program in each XDP mode; the ports
+// share one UMEM.
 func TestPing(t *testing.T) {
+	for _, mode := range []Mode{ModeNative, ModeGeneric} {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newRig(t, 2, 0)
+			pool := newPool(t)
+			a := r.open(pool, r.guests[0], Config{Mode: mode})
+			b := r.open(pool, r.guests[1], Config{Mode: mode})
+			got, zc, sg := a.Mode()
+			t.Logf("mode %v zero-copy %v multi-buffer %v, %d queues", got, zc, sg, a.Info().Queues)
+			if got != mode || zc {
+				t.Fatalf("mode %v, zero-copy %v: want %v in copy mode (veth)", got, zc, mode)
+			}
+			umems.Lock()
+			shared := len(umems.m) == 1 && umems.m[umemKey{pool, a.class, false}] != nil && len(umems.m[umemKey{pool, a.class, false}].members) == 2
+			umems.Unlock()
+			if !shared {
+				t.Fatal("the ports do not share one UMEM")
+			}
+			r.bridge(pool, 1, a, b)
+			r.ping(r.guests[0], r.guests[1].v4.Addr(), 5)
+			r.ping(r.guests[1], r.guests[0].v6.Addr(), 5)
+		})
+	}
+}
+
+// A veth has no zero-copy AF_XDP: asking for it is a clear error.
+func TestZeroCopyRefusedOnVeth(t *testing.T) {
+	r := newRig(t, 1, 0)
+	pool := newPool(t)
+	_, err := Open(Config{Name: r.guests[0].host, NetNS: r.sw.Name, Pool: pool, ZeroCopy: ZeroCopyOn})
+	if err == nil || !strings.Contains(err.Error(), "zero-copy") {
+		t.Fatalf("zero-copy on a veth: %v", err)
+	}
+}
+
+// A link set down drops what is sent to it as DEV_READY, and forwarding
+// resumes when it is up again.
+func TestLinkDownUp(t *testing.T) {
 	r := newRig(t, 2, 0)
 	pool := newPool(t)
 	a := r.open(pool, r.guests[0], Config{})
 	b := r.open(pool, r.guests[1], Config{})
-	mode, zc, sg := a.Mode()
-	t.Logf("mode %v zero-copy %v multi-buffer %v, %d queues", mode, zc, sg, a.Info().Queues)
 	r.bridge(pool, 1, a, b)
-	r.ping(r.guests[0], r.guests[1].v4.Addr(), 5)
-	r.ping(r.guests[1], r.guests[0].v6.Addr(), 5)
-	t.Logf("a: %+v", a.Stats())
-	t.Logf("b: %+v", b.Stats())
+	g1, g2 := r.guests[0], r.guests[1]
+	r.ping(g1, g2.v4.Addr(), 2)
+	r.run(r.sw, "ip", "link", "set", g2.host, "down")
+	waitFor(t, "the port sees its link down", func() bool { return b.link.down.Load() })
+	g1.ns.ExecTimeout(testTimeout, "ping", "-c", "2", "-i", "0.1", "-W", "1", g2.v4.Addr().String())
+	if d := b.Stats().TxDrops[drop.DevReady]; d == 0 {
+		t.Fatalf("nothing dropped as DEV_READY toward a link that is down: %v", b.Stats().TxDrops)
+	}
+	r.run(r.sw, "ip", "link", "set", g2.host, "up")
+	waitFor(t, "the port sees its link up", func() bool { return !b.link.down.Load() })
+	r.ping(g1, g2.v4.Addr(), 3)
 }
