@@ -1,7 +1,6 @@
 package afxdp
 
 import (
-	"fmt"
 	"testing"
 
 	"softnet.dev/buffer"
@@ -56,5 +55,5 @@ func TestFrameLongerThanAnyBuffer(t *testing.T) {
 		t.Fatalf("PKT_TOO_BIG %d, want at least 3 (%v)", s.RxDrops[drop.PktTooBig], s.RxDrops)
 	}
 	r.ping(g1, g2.v4.Addr(), 2)
-	t.Log(fmt.Sprintf("drops %v", s.RxDrops))
+	t.Logf("drops %v", s.RxDrops)
 }
