@@ -207,10 +207,15 @@ func (q *txQueue) count(bytes int) {
 // that stopped short (its completion ring full) gets a second kick once
 // the completions are taken.
 func (q *txQueue) Flush(c *buffer.Cache, more bool) (held bool, err error) {
-	if q.p.link.gone.Load() {
+	switch {
+	case q.p.link.gone.Load():
 		return false, q.p.downError("transmit")
-	}
-	if q.unsent == 0 {
+	case q.p.link.down.Load():
+		// What the ring holds waits for the link: a wakeup would only
+		// fail with ENETDOWN. The first flush after it is up sends it.
+		return false, nil
+	case q.s.tx.local == q.s.tx.cons.Load():
+		q.unsent, q.heldAt = 0, 0 // the kernel took everything
 		q.complete(c)
 		return false, nil
 	}
