@@ -185,14 +185,35 @@ func TestPing(t *testing.T) {
 	}
 }
 
-// A veth has no zero-copy AF_XDP: asking for it is a clear error.
-func TestZeroCopyRefusedOnVeth(t *testing.T) {
+// A veth has no zero-copy AF_XDP, and zero-copy takes only aligned
+// frames: asking for it is a clear error either way.
+func TestZeroCopyRefused(t *testing.T) {
 	r := newRig(t, 1, 0)
-	pool := newPool(t)
-	_, err := Open(Config{Name: r.guests[0].host, NetNS: r.sw.Name, Pool: pool, ZeroCopy: ZeroCopyOn})
-	if err == nil || !strings.Contains(err.Error(), "zero-copy") {
-		t.Fatalf("zero-copy on a veth: %v", err)
+	for _, c := range []struct {
+		room int
+		want string
+	}{{1920, "the driver has no zero-copy"}, {2048, "zero-copy needs UMEM frames of 2048 or 4096 bytes"}} {
+		pool := newPool(t, buffer.ClassConfig{Room: c.room, Count: 256})
+		_, err := Open(Config{Name: r.guests[0].host, NetNS: r.sw.Name, Pool: pool, ZeroCopy: ZeroCopyOn})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("zero-copy with %d-byte frames on a veth: %v, want %q", pool.Slab(0).Frame, err, c.want)
+		}
 	}
+}
+
+// Frames of 2048 bytes are the kernel's aligned chunks, whose
+// descriptors carry plain addresses.
+func TestAlignedFrames(t *testing.T) {
+	r := newRig(t, 2, 0)
+	pool := newPool(t, buffer.ClassConfig{Room: 1920, Count: 1024})
+	if f := pool.Slab(0).Frame; !aligned(f) {
+		t.Fatalf("frames of %d bytes", f)
+	}
+	a := r.open(pool, r.guests[0], Config{})
+	b := r.open(pool, r.guests[1], Config{})
+	r.bridge(pool, 1, a, b)
+	r.ping(r.guests[0], r.guests[1].v4.Addr(), 3)
+	transfer(t, r.guests[1], r.guests[0], r.guests[0].v6.Addr(), 5041, 8<<20)
 }
 
 // A link set down drops what is sent to it as DEV_READY, and forwarding

@@ -56,12 +56,19 @@ type bindResult struct {
 func bind(s *xsk, ifindex int, pool *buffer.Pool, class buffer.Class, zc ZeroCopy) (bindResult, error) {
 	umems.Lock()
 	defer umems.Unlock()
+	// A zero-copy driver checks that an unaligned frame does not cross
+	// into a page that is not contiguous in DMA space, and skips a fill
+	// entry that does without returning it: such frames would be lost
+	// one by one. Zero-copy takes aligned frames only.
+	frameOK := aligned(pool.Slab(class).Frame)
 	var modes []bool
-	switch zc {
-	case ZeroCopyOn:
+	switch {
+	case zc == ZeroCopyOn && !frameOK:
+		return bindResult{}, fmt.Errorf("zero-copy needs UMEM frames of 2048 or 4096 bytes, not the pool's %d (a class whose room plus the pool's headroom is one of them)", pool.Slab(class).Frame)
+	case zc == ZeroCopyOn:
 		modes = []bool{true}
-	case ZeroCopyOff:
-		modes = []bool{false}
+	case zc == ZeroCopyOff || !frameOK:
+		zc, modes = ZeroCopyOff, []bool{false}
 	default:
 		modes = []bool{true, false}
 	}
