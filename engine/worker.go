@@ -57,13 +57,19 @@ type worker struct {
 	// polled when it is readable, and the descriptor leaves the epoll set
 	// with the last.
 	byFD      [][]*rxQueue
-	notifiers int             // queues with a descriptor that are polled from the list
-	txqs      []port.TxQueue  // by port index; nil if the port does not transmit
-	egress    [][]*buffer.Buf // by port index: this round's packets for it
-	local     [][]*buffer.Buf // by consumer index
-	poll      *poller
-	epoch     time.Time
-	now       int64
+	notifiers int            // queues with a descriptor that are polled from the list
+	txqs      []port.TxQueue // by port index; nil if the port does not transmit
+	// flushers are the TX queues that defer their sending to Flush (by
+	// port index; nil for the others), and toFlush the indexes of those
+	// that were given packets this round.
+	flushers []port.Flusher
+	toFlush  []int
+	flushing []bool          // by port index: in toFlush
+	egress   [][]*buffer.Buf // by port index: this round's packets for it
+	local    [][]*buffer.Buf // by consumer index
+	poll     *poller
+	epoch    time.Time
+	now      int64
 	// curPort is the port whose packets the worker handles now, for the
 	// drop monitor: -1 outside any port's work.
 	curPort int
@@ -151,10 +157,12 @@ func (w *worker) adopt(next *portSet) {
 		if a, ok := tq.(attach.Queue); ok {
 			a.Detach(w.cache)
 		}
-		w.txqs[i] = nil
+		w.txqs[i], w.flushers[i] = nil, nil
 	}
 	if n := len(next.ports); n > len(w.txqs) {
 		w.txqs = append(w.txqs, make([]port.TxQueue, n-len(w.txqs))...)
+		w.flushers = append(w.flushers, make([]port.Flusher, n-len(w.flushers))...)
+		w.flushing = append(w.flushing, make([]bool, n-len(w.flushing))...)
 		w.egress = append(w.egress, make([][]*buffer.Buf, n-len(w.egress))...)
 		w.growCounters(n)
 	}
@@ -183,6 +191,7 @@ func (w *worker) join(p *portState) {
 			a.Attach(w.cache)
 		}
 		w.txqs[p.index] = tq
+		w.flushers[p.index], _ = tq.(port.Flusher)
 		if w.egress[p.index] == nil {
 			w.egress[p.index] = cacheline.Make[*buffer.Buf](0, w.e.cfg.Batch)
 		}
@@ -368,6 +377,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 			idle, busy, lastWork = 0, false, time.Time{}
 		}
 	}
+	w.flush(false)
 	w.publish()
 }
 
@@ -453,7 +463,36 @@ func (w *worker) round() int {
 	}
 	clear(list)
 	w.polling = list[:0]
+	w.flush(work > 0)
 	return work
+}
+
+// flush ends the round for the TX queues that defer their sending to it
+// (port.Flusher), as the kernel flushes XDP redirects once per NAPI poll:
+// what every burst of the round queued for a port leaves at once. A
+// queue may hold its packets back while more come (more: the round found
+// packets, and the worker polls again at once); it stays on the list and
+// is flushed again after the next round.
+func (w *worker) flush(more bool) {
+	keep := w.toFlush[:0]
+	for _, i := range w.toFlush {
+		f := w.flushers[i]
+		if f == nil { // the port left
+			w.flushing[i] = false
+			continue
+		}
+		w.curPort = i
+		held, err := f.Flush(w.cache, more)
+		if err != nil {
+			w.e.fail(w.view.ports[i], fmt.Errorf("tx queue: %w", err))
+		}
+		if held && err == nil {
+			keep = append(keep, i)
+			continue
+		}
+		w.flushing[i] = false
+	}
+	w.toFlush = keep
 }
 
 // process runs the programs over one burst and dispatches the verdicts.
@@ -581,6 +620,10 @@ func (w *worker) transmit(p *portState, list []*buffer.Buf) {
 	sent, err := w.txqs[p.index].Transmit(w.cache, list)
 	if err != nil {
 		w.e.fail(p, fmt.Errorf("tx queue: %w", err))
+	}
+	if w.flushers[p.index] != nil && !w.flushing[p.index] {
+		w.flushing[p.index] = true
+		w.toFlush = append(w.toFlush, p.index)
 	}
 	sent = max(0, min(sent, len(list)))
 	w.ctr[portCounter(p.index, pTxPackets)] += uint64(sent)

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
+
 	"strings"
 
 	"softnet.dev/internal/knob"
+	"softnet.dev/internal/netns"
 	"softnet.dev/packet"
 )
 
@@ -78,7 +79,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("no device name")
 	case len(cfg.Name) > MaxNameLen:
 		return fail("name longer than %d bytes", MaxNameLen)
-	case cfg.Name == "." || cfg.Name == ".." || hasBadNameByte(cfg.Name):
+	case !netns.ValidDevName(cfg.Name):
 		// The kernel's dev_valid_name; checked here for a clearer error.
 		return fail("invalid device name: Linux refuses '/', ':', white space, \".\" and \"..\"")
 	case strings.ContainsRune(cfg.Name, '%'):
@@ -89,7 +90,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("%d queues, want 1 to %d", cfg.Queues, MaxQueues)
 	case cfg.MTU != 0 && (cfg.MTU < MinMTU || cfg.MTU > MaxMTU):
 		return fail("MTU %d outside [%d, %d]", cfg.MTU, MinMTU, MaxMTU)
-	case !validNetNS(cfg.NetNS):
+	case !netns.Valid(cfg.NetNS):
 		return fail("invalid namespace %q: want a name or an absolute path", cfg.NetNS)
 	case cfg.IO > IOUring:
 		return fail("unknown I/O mode %d", cfg.IO)
@@ -99,33 +100,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("KeepGSO needs offload: without a vnet header there are no GSO packets")
 	}
 	return cfg, nil
-}
-
-// hasBadNameByte reports whether the kernel's dev_valid_name refuses
-// name for one of its bytes: '/', ':', NUL, or white space as the
-// kernel's isspace knows it, which is byte-wise and Latin-1 (tab to
-// carriage return, space, and 0xa0, so also any UTF-8 character whose
-// encoding has that byte, such as "à").
-func hasBadNameByte(name string) bool {
-	for i := range len(name) {
-		switch c := name[i]; {
-		case c == '/', c == ':', c == 0, c == ' ', c >= '\t' && c <= '\r', c == 0xa0:
-			return true
-		}
-	}
-	return false
-}
-
-// validNetNS accepts a name as `ip netns` takes it, or a clean absolute
-// path.
-func validNetNS(ns string) bool {
-	switch {
-	case strings.ContainsRune(ns, 0):
-		return false
-	case strings.HasPrefix(ns, "/"):
-		return path.Clean(ns) == ns && ns != "/"
-	}
-	return !strings.Contains(ns, "/") && ns != "." && ns != ".."
 }
 
 // Validate checks cfg as Open would, without opening anything: the

@@ -3,9 +3,11 @@ package vxlan
 import (
 	"fmt"
 	"net/netip"
-	"path"
+
 	"strings"
 	"time"
+
+	"softnet.dev/internal/netns"
 )
 
 // Defaults of the zero fields of a Config.
@@ -130,7 +132,7 @@ func (cfg Config) Validate() error {
 		return fail("max entries %d: want at least 1", cfg.MaxEntries)
 	case cfg.AgeingTime < 0:
 		return fail("ageing time %v is negative", cfg.AgeingTime)
-	case !validNetNS(cfg.NetNS):
+	case !netns.Valid(cfg.NetNS):
 		return fail("invalid namespace %q: want a name or an absolute path", cfg.NetNS)
 	}
 	seen := map[netip.Addr]bool{}
@@ -163,16 +165,4 @@ func (cfg Config) Validate() error {
 		return fail("VTEP MAC %x: a routed port needs a unicast MAC of its own", cfg.VTEPMAC)
 	}
 	return nil
-}
-
-// validNetNS accepts a name as `ip netns` takes it, or a clean absolute
-// path, as package tun does.
-func validNetNS(ns string) bool {
-	switch {
-	case strings.ContainsRune(ns, 0):
-		return false
-	case strings.HasPrefix(ns, "/"):
-		return path.Clean(ns) == ns && ns != "/"
-	}
-	return !strings.Contains(ns, "/") && ns != "." && ns != ".."
 }

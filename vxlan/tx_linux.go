@@ -210,64 +210,24 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 
 // queueMarked queues a packet whose virtio-net header sits right
 // before its data: segmented if it is a GSO packet, with its checksum
-// finished if it asks for that.
+// finished if it asks for that (vnet.Resolve).
 func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
-	head := b.Headroom()
-	if head < vnet.HeaderLen {
-		q.drop(c, b, drop.DevHdr)
+	n, how, reason := vnet.Resolve(c, b, q.layer, q.segs)
+	if n == 0 {
+		q.drop(c, b, reason)
 		return
 	}
-	h, _ := vnet.Decode(b.Frame()[head-vnet.HeaderLen : head])
-	switch {
-	case h.IsGSO():
-		n, reason := vnet.Segment(c, h, b.Bytes(), q.layer, q.segs)
-		if n == 0 {
-			q.drop(c, b, reason)
-			return
-		}
-		c.Consume(b) // its data lives on in the segments
+	switch how {
+	case vnet.Segmented:
 		q.ctr.N[cSegmented]++
 		q.ctr.N[cSegments] += uint64(n)
-		for _, s := range q.segs[:n] {
-			q.queue(c, s, orig, now)
-		}
-		clear(q.segs[:n])
-	case h.NeedsCsum():
-		if b.Refs() > 1 {
-			// Its other holders may be reading it: finish a copy.
-			cp, reason := copyOf(c, b)
-			c.Consume(b)
-			if cp == nil {
-				q.ctr.TxDrop(reason)
-				return
-			}
-			b = cp
-		}
-		if !vnet.FinishChecksum(h, b.Bytes()) {
-			q.drop(c, b, drop.DevHdr)
-			return
-		}
+	case vnet.Finished:
 		q.ctr.N[cCsumFinished]++
-		q.queue(c, b, orig, now)
-	default:
-		q.queue(c, b, orig, now)
 	}
-}
-
-// copyOf returns a copy of b's data in a buffer of its own, or nil and
-// why not.
-func copyOf(c *buffer.Cache, b *buffer.Buf) (*buffer.Buf, drop.Reason) {
-	class, ok := c.Pool().ClassFor(b.Len())
-	if !ok {
-		return nil, drop.PktTooBig
+	for _, s := range q.segs[:n] {
+		q.queue(c, s, orig, now)
 	}
-	cp, err := c.Get(class)
-	if err != nil {
-		return nil, drop.NoMem
-	}
-	d, _ := cp.Append(b.Len())
-	copy(d, b.Bytes())
-	return cp, drop.NotSpecified
+	clear(q.segs[:n])
 }
 
 func (q *txQueue) drop(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
