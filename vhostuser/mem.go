@@ -33,6 +33,9 @@ func mapMemTable(regions []memRegion, fds []int) (*memTable, error) {
 	if len(fds) != len(regions) {
 		return nil, fmt.Errorf("set mem table: %d regions but %d file descriptors", len(regions), len(fds))
 	}
+	if err := checkOverlaps(regions); err != nil {
+		return nil, fmt.Errorf("set mem table: %w", err)
+	}
 	t := &memTable{}
 	for i, r := range regions {
 		length := r.MmapOffset + r.Size
@@ -40,21 +43,21 @@ func mapMemTable(regions []memRegion, fds []int) (*memTable, error) {
 			t.unmap()
 			return nil, fmt.Errorf("set mem table: region %d: %d bytes is more than this back-end maps", i, length)
 		}
-		// A hugetlbfs file is mapped in whole huge pages, and unmapped
-		// only so: round up to the file's block size.
-		var st unix.Stat_t
-		if err := unix.Fstat(fds[i], &st); err != nil {
+		st, err := memoryFile(fds[i])
+		if err != nil {
 			t.unmap()
-			return nil, fmt.Errorf("set mem table: region %d: fstat: %w", i, err)
+			return nil, fmt.Errorf("set mem table: region %d: %w", i, err)
 		}
 		// Memory past the end of the file would fault (SIGBUS) when
-		// touched, which would take the whole process down: the region
-		// must lie inside the file. (A front-end that shrinks the file
-		// later can still do that; sealing it is the front-end's part.)
-		if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) < length {
+		// touched: the region must lie inside the file. A front-end that
+		// shrinks the file later makes the accesses fault, which every
+		// one survives (guard.go).
+		if uint64(st.Size) < length {
 			t.unmap()
 			return nil, fmt.Errorf("set mem table: region %d: offset %d + size %d is past the end of its file (%d bytes)", i, r.MmapOffset, r.Size, st.Size)
 		}
+		// A hugetlbfs file is mapped in whole huge pages, and unmapped
+		// only so: round up to the file's block size.
 		mapped := length
 		if bs := uint64(st.Blksize); bs > 0 && bs&(bs-1) == 0 {
 			mapped = (length + bs - 1) &^ (bs - 1)
@@ -67,6 +70,46 @@ func mapMemTable(regions []memRegion, fds []int) (*memTable, error) {
 		t.regions = append(t.regions, region{memRegion: r, mapping: m, data: m[r.MmapOffset:length:length]})
 	}
 	return t, nil
+}
+
+// memoryFile returns the status of a region's file, or an error unless
+// it is a file in memory: on tmpfs (memfd_create, /dev/shm) or hugetlbfs, where QEMU and
+// DPDK keep guest memory. A page of any other file or device may take
+// unbounded time to fault in (a file on FUSE, served by the front-end
+// itself, or on NFS), and a worker that touches it would wait as long.
+func memoryFile(fd int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, fmt.Errorf("fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return st, fmt.Errorf("not a regular file (mode %#o)", st.Mode)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return st, fmt.Errorf("fstatfs: %w", err)
+	}
+	if fs.Type != unix.TMPFS_MAGIC && fs.Type != unix.HUGETLBFS_MAGIC {
+		return st, fmt.Errorf("a file on a filesystem of type %#x, not in memory (memfd, tmpfs or hugetlbfs)", fs.Type)
+	}
+	return st, nil
+}
+
+// checkOverlaps refuses regions whose guest or front-end address ranges
+// overlap: an address in two regions would have no single meaning. (Each
+// region's ranges were checked not to wrap, memRegion.check.)
+func checkOverlaps(regions []memRegion) error {
+	for i, a := range regions {
+		for j, b := range regions[:i] {
+			switch {
+			case a.GuestAddr < b.GuestAddr+b.Size && b.GuestAddr < a.GuestAddr+a.Size:
+				return fmt.Errorf("regions %d and %d overlap in guest memory", j, i)
+			case a.UserAddr < b.UserAddr+b.Size && b.UserAddr < a.UserAddr+a.Size:
+				return fmt.Errorf("regions %d and %d overlap in the front-end's address space", j, i)
+			}
+		}
+	}
+	return nil
 }
 
 // unmap releases the mappings. Nothing may use the table after.
