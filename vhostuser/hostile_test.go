@@ -427,6 +427,9 @@ func TestNoKickRingIsPolled(t *testing.T) {
 	if n := polls(p); n < 3 {
 		t.Errorf("%d polls counted, want at least 3", n)
 	}
+	if allocs := testing.AllocsPerRun(100, func() { q.Arm(); q.Disarm() }); allocs != 0 {
+		t.Errorf("%v allocations per sleep on a polled ring", allocs)
+	}
 }
 
 // Memory tables that cannot be mapped safely are refused, counted, and

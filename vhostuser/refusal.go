@@ -5,6 +5,7 @@ package vhostuser
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Refusal says what a port refused of its front-end or of the guest,
@@ -68,6 +69,24 @@ func (c *Refusals) Sum(first, last Refusal) uint64 {
 		n += c[r]
 	}
 	return n
+}
+
+// String lists the non-zero counters, e.g. "not_eventfd 1, ring_ahead 2",
+// or "none".
+func (c *Refusals) String() string {
+	var b strings.Builder
+	for r, n := range c {
+		if n != 0 {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %d", Refusal(r), n)
+		}
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
 }
 
 // MarshalJSON writes the non-zero counters as an object keyed by
