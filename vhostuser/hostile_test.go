@@ -218,17 +218,29 @@ func TestSaturatedCall(t *testing.T) {
 	}
 }
 
-// Kick and call descriptors that are not eventfds are refused, counted,
-// and change nothing: the rings run on with the eventfds they had.
-func TestDescriptorsNotEventfd(t *testing.T) {
-	p, _, c := testPort(t, Config{})
-	f := newTestFrontend(t, p.Socket())
-	f.setup(featVersion1 | featMrgRxbuf)
-	waitRunning(t, p, 1)
-	kinds := []struct {
-		name string
-		open func() int
-	}{
+// fdKind is a kind of descriptor: open returns a new one, which the
+// caller closes.
+type fdKind struct {
+	name string
+	open func() int
+}
+
+// refused sends a request that the port must refuse: with REPLY_ACK
+// negotiated, the acknowledgement says so.
+func (f *testFrontend) refused(what string, req uint32, payload []byte, fds ...int) {
+	f.t.Helper()
+	if err := f.send(req, flagNeedReply, payload, fds...); err != nil {
+		f.t.Fatalf("%s: %v", what, err)
+	}
+	if r, err := f.reply(req); err != nil || len(r) != 8 || binary.LittleEndian.Uint64(r) == 0 {
+		f.t.Errorf("%s: %s accepted (%x, %v)", what, requestName(req), r, err)
+	}
+}
+
+// notEventfds are descriptors a front-end may send where an eventfd
+// belongs.
+func notEventfds(t testing.TB) []fdKind {
+	return []fdKind{
 		{"pipe", func() int {
 			var p [2]int
 			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -267,17 +279,21 @@ func TestDescriptorsNotEventfd(t *testing.T) {
 			return fd
 		}},
 	}
+}
+
+// Kick and call descriptors that are not eventfds are refused, counted,
+// and change nothing: the rings run on with the eventfds they had.
+func TestDescriptorsNotEventfd(t *testing.T) {
+	p, _, c := testPort(t, Config{})
+	f := newTestFrontend(t, p.Socket())
+	f.setup(featVersion1 | featMrgRxbuf)
+	waitRunning(t, p, 1)
+	kinds := notEventfds(t)
 	for _, k := range kinds {
 		for _, req := range []uint32{reqSetVringKick, reqSetVringCall} {
 			fd := k.open()
-			err := f.send(req, flagNeedReply, u64Payload(1), fd)
+			f.refused(k.name, req, u64Payload(1), fd)
 			unix.Close(fd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r, err := f.reply(req); err != nil || len(r) != 8 || binary.LittleEndian.Uint64(r) == 0 {
-				t.Errorf("%s as %s: accepted (%x, %v)", k.name, requestName(req), r, err)
-			}
 		}
 	}
 	wantRefused(t, p, RefusedNotEventfd, uint64(2*len(kinds)))
@@ -301,20 +317,23 @@ func TestDescriptorsNotEventfd(t *testing.T) {
 	}
 }
 
+// setRingAddr sets ring r's addresses, its descriptor table at desc.
+func (f *testFrontend) setRingAddr(r int, desc uint64) {
+	f.t.Helper()
+	a := binary.LittleEndian.AppendUint32(nil, uint32(r))
+	a = binary.LittleEndian.AppendUint32(a, 0)
+	a = binary.LittleEndian.AppendUint64(a, desc)
+	a = binary.LittleEndian.AppendUint64(a, userBase+uint64(f.usedOff(r)))
+	a = binary.LittleEndian.AppendUint64(a, userBase+uint64(f.availOff(r)))
+	a = binary.LittleEndian.AppendUint64(a, 0)
+	f.must(reqSetVringAddr, a)
+}
+
 // A ring that does not run (given up for an available index more than a
 // ring ahead, disabled, or refused a start for its addresses) and is
 // kicked anyway must not keep its worker awake; when the ring runs
 // again, the worker looks at it.
 func TestKickedRingThatDoesNotRun(t *testing.T) {
-	setAddr := func(f *testFrontend, desc uint64) {
-		a := binary.LittleEndian.AppendUint32(nil, 1)
-		a = binary.LittleEndian.AppendUint32(a, 0)
-		a = binary.LittleEndian.AppendUint64(a, desc)
-		a = binary.LittleEndian.AppendUint64(a, userBase+uint64(f.usedOff(1)))
-		a = binary.LittleEndian.AppendUint64(a, userBase+uint64(f.availOff(1)))
-		a = binary.LittleEndian.AppendUint64(a, 0)
-		f.must(reqSetVringAddr, a)
-	}
 	restart := func(f *testFrontend) {
 		f.get(reqGetVringBase, statePayload(vringState{1, 0}))
 		f.setAvailIdx(1, f.availIdx[1])
@@ -342,10 +361,10 @@ func TestKickedRingThatDoesNotRun(t *testing.T) {
 		}, true, 0},
 		{"not started", func(t *testing.T, p *Port, c *buffer.Cache, f *testFrontend) {
 			f.get(reqGetVringBase, statePayload(vringState{1, 0}))
-			setAddr(f, userBase+memSize) // the descriptor table past the guest's memory
+			f.setRingAddr(1, userBase+memSize) // the descriptor table past the guest's memory
 			f.must(reqSetVringKick, u64Payload(1), f.kick[1])
 		}, RefusedRingAddress, func(f *testFrontend) {
-			setAddr(f, userBase+uint64(f.descOff(1)))
+			f.setRingAddr(1, userBase+uint64(f.descOff(1)))
 		}, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -432,6 +451,18 @@ func TestNoKickRingIsPolled(t *testing.T) {
 	}
 }
 
+// memTablePayload is SET_MEM_TABLE's payload for regions rs.
+func memTablePayload(rs ...memRegion) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(rs)))
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	for _, r := range rs {
+		for _, v := range []uint64{r.GuestAddr, r.Size, r.UserAddr, r.MmapOffset} {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+	}
+	return b
+}
+
 // Memory tables that cannot be mapped safely are refused, counted, and
 // change nothing: regions that overlap, and files that are not memory (a
 // file on disk, a device, a pipe).
@@ -442,16 +473,6 @@ func TestMemTableRefused(t *testing.T) {
 	waitRunning(t, p, 1)
 	const half = memSize / 2
 	region := func(guest, size, user, off uint64) memRegion { return memRegion{guest, size, user, off} }
-	table := func(rs ...memRegion) []byte {
-		b := binary.LittleEndian.AppendUint32(nil, uint32(len(rs)))
-		b = binary.LittleEndian.AppendUint32(b, 0)
-		for _, r := range rs {
-			for _, v := range []uint64{r.GuestAddr, r.Size, r.UserAddr, r.MmapOffset} {
-				b = binary.LittleEndian.AppendUint64(b, v)
-			}
-		}
-		return b
-	}
 	whole := region(guestBase, memSize, userBase, 0)
 	openFile := func(path string, size int64) int {
 		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
@@ -503,14 +524,8 @@ func TestMemTableRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		fds := tc.fds()
-		err := f.send(reqSetMemTable, flagNeedReply, table(tc.regions...), fds...)
+		f.refused(tc.name, reqSetMemTable, memTablePayload(tc.regions...), fds...)
 		closeFDs(fds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r, err := f.reply(reqSetMemTable); err != nil || len(r) != 8 || binary.LittleEndian.Uint64(r) == 0 {
-			t.Errorf("%s: memory table accepted (%x, %v)", tc.name, r, err)
-		}
 	}
 	wantRefused(t, p, RefusedMemTable, uint64(len(cases)))
 	f.transmit(0, testFrame(64, 3))

@@ -189,8 +189,8 @@ type Stats struct {
 	// CallsFailed counts notifications the guest's call eventfd did not
 	// take: its counter was saturated.
 	CallsFailed uint64 `json:"calls_failed"`
-	// Polls counts the wakeups of a sleeping worker to look at a ring
-	// without a kick descriptor (polling mode).
+	// Polls counts the wakeups of a sleeping worker for entries on a
+	// ring without a kick descriptor, which a timer polls.
 	Polls     uint64 `json:"polls"`
 	Segmented uint64 `json:"segmented"` // GSO packets segmented for a guest without TSO
 	// Connects counts the front-ends that connected; Refused the
@@ -222,9 +222,12 @@ func (p *Port) Stats() Stats {
 	s := Stats{
 		RxPackets: sum[cRxPackets], RxBytes: sum[cRxBytes],
 		TxPackets: sum[cTxPackets], TxBytes: sum[cTxBytes],
-		Calls: sum[cCalls], CallsFailed: sum[cCallsFailed], Polls: sum[cPolls], Segmented: sum[cSegmented],
+		Calls: sum[cCalls], CallsFailed: sum[cCallsFailed], Segmented: sum[cSegmented],
 		Connects: p.connects.Load(), Connected: p.connected.Load(),
 		RunningRings: int(p.running.Load()), Features: p.negotiated.Load(),
+	}
+	for _, q := range p.rxqs {
+		s.Polls += q.polls.Load()
 	}
 	for r := range p.refused {
 		s.Refusals[r] = p.refused[r].Load()
@@ -250,7 +253,6 @@ const (
 	cTxBytes
 	cCalls
 	cCallsFailed
-	cPolls
 	cSegmented
 	// cWorkerRefusals is the first of the workers' refusals, from
 	// RefusedChainBadIndex on; the drops (counter.Block) follow them.

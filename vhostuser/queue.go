@@ -80,7 +80,7 @@ var _ port.RxQueue = (*rxQueue)(nil)
 
 func newRxQueue(p *Port, v *vring) (*rxQueue, error) {
 	q := &rxQueue{p: p, v: v, spare: make([]*buffer.Buf, maxBurst), ctr: newCounters()}
-	if err := q.waiter.open(); err != nil {
+	if err := q.waiter.open(q.pollRing); err != nil {
 		return nil, err
 	}
 	return q, nil
