@@ -503,6 +503,16 @@ func TestMemTableRefused(t *testing.T) {
 		{"overlap in the front-end's addresses", []memRegion{region(guestBase, half, userBase, 0), region(guestBase+half, half, userBase+half/2, half)}, func() []int { return []int{dup(), dup()} }},
 		{"same region twice", []memRegion{whole, whole}, func() []int { return []int{dup(), dup()} }},
 		{"device", []memRegion{whole}, func() []int { return []int{openFile("/dev/zero", 0)} }},
+		{"more address space than a port may map", []memRegion{region(guestBase, maxTableMapping+memSize, userBase, 0)}, func() []int {
+			fd, err := unix.MemfdCreate("sparse", unix.MFD_CLOEXEC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Ftruncate(fd, maxTableMapping+memSize); err != nil {
+				t.Fatal(err)
+			}
+			return []int{fd}
+		}},
 		{"pipe", []memRegion{whole}, func() []int {
 			var p [2]int
 			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {

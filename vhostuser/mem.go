@@ -4,6 +4,7 @@ package vhostuser
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,22 @@ type region struct {
 // stopped using the old one.
 type memTable struct {
 	regions []region
+	size    uint64 // the bytes its mappings take of the address space
 }
+
+// A region's file may be sparse, so a front-end can have the switch map
+// terabytes that cost it nothing; and a process whose address space is
+// used up fails its next mmap, the Go runtime's too, and dies. So the
+// mappings of one memory table are bounded, and those of all ports
+// together, which leaves most of the 128 TiB of a process on x86-64 to
+// the rest of the switch.
+const (
+	maxTableMapping = 16 << 40
+	maxMapped       = 64 << 40
+)
+
+// mappedTotal is what all ports' memory tables map.
+var mappedTotal atomic.Uint64
 
 // mapMemTable maps each region's file once. It takes ownership of fds,
 // which it closes: the mappings keep the memory.
@@ -62,6 +78,16 @@ func mapMemTable(regions []memRegion, fds []int) (*memTable, error) {
 		if bs := uint64(st.Blksize); bs > 0 && bs&(bs-1) == 0 {
 			mapped = (length + bs - 1) &^ (bs - 1)
 		}
+		if t.size+mapped > maxTableMapping {
+			t.unmap()
+			return nil, fmt.Errorf("set mem table: region %d: the table would map %d bytes, more than the %d a port may", i, t.size+mapped, uint64(maxTableMapping))
+		}
+		if mappedTotal.Add(mapped) > maxMapped {
+			mappedTotal.Add(-mapped)
+			t.unmap()
+			return nil, fmt.Errorf("set mem table: region %d: the ports' memory tables would map more than %d bytes", i, uint64(maxMapped))
+		}
+		t.size += mapped
 		m, err := unix.Mmap(fds[i], 0, int(mapped), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err != nil {
 			t.unmap()
@@ -73,10 +99,11 @@ func mapMemTable(regions []memRegion, fds []int) (*memTable, error) {
 }
 
 // memoryFile returns the status of a region's file, or an error unless
-// it is a file in memory: on tmpfs (memfd_create, /dev/shm) or hugetlbfs, where QEMU and
-// DPDK keep guest memory. A page of any other file or device may take
-// unbounded time to fault in (a file on FUSE, served by the front-end
-// itself, or on NFS), and a worker that touches it would wait as long.
+// it is a file in memory: on tmpfs (memfd_create, /dev/shm) or hugetlbfs,
+// where QEMU and DPDK keep guest memory. A page of any other file or
+// device may take unbounded time to fault in (a file on FUSE, served by
+// the front-end itself, or on NFS), and a worker that touches it would
+// wait as long.
 func memoryFile(fd int) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -122,6 +149,8 @@ func (t *memTable) unmap() {
 		t.regions[i] = region{}
 	}
 	t.regions = nil
+	mappedTotal.Add(-t.size)
+	t.size = 0
 }
 
 // guest returns the n bytes at guest physical address addr, or nil if
