@@ -18,6 +18,14 @@ import (
 // process of their own, against a running switch, are in
 // attack_test.go.
 
+// wantRefused checks that p counted n refusals of reason r.
+func wantRefused(t testing.TB, p *Port, r Refusal, n uint64) {
+	t.Helper()
+	if s := p.Stats(); s.Refusals[r] != n {
+		t.Errorf("%d %s refusals, want %d; refusals %v", s.Refusals[r], r, n, &s.Refusals)
+	}
+}
+
 // waitFor polls cond until it holds, for at most 10 s.
 func waitFor(t testing.TB, cond func() bool, what string) {
 	t.Helper()
@@ -199,7 +207,7 @@ func TestSaturatedCall(t *testing.T) {
 				if got != 1 {
 					t.Fatalf("round %d: received %d packets, want 1", round, got)
 				}
-				if n := callsFailed(p); n != 1 {
+				if n := p.Stats().CallsFailed; n != 1 {
 					t.Errorf("round %d: %d calls failed, want 1", round, n)
 				}
 				if round == 0 {
@@ -443,7 +451,7 @@ func TestNoKickRingIsPolled(t *testing.T) {
 	}
 	_ = q.Arm() // takes the last poll's edge
 	q.Disarm()
-	if n := polls(p); n < 3 {
+	if n := p.Stats().Polls; n < 3 {
 		t.Errorf("%d polls counted, want at least 3", n)
 	}
 	if allocs := testing.AllocsPerRun(100, func() { q.Arm(); q.Disarm() }); allocs != 0 {
@@ -579,7 +587,7 @@ func TestRefusalReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.conn.Close()
-	refusalsWait(t, p, RefusedTruncated)
+	waitFor(t, func() bool { return p.Stats().Refusals[RefusedTruncated] > 0 }, "truncated message counted")
 	waitDisconnected(t, p)
 	want := Refusals{RefusedRequest: 1, RefusedUnsupported: 1, RefusedMalformed: 1, RefusedTruncated: 1}
 	s := p.Stats()
