@@ -55,9 +55,11 @@ const (
 	testRings = 4 // two queue pairs
 )
 
+// A ring of more than testNum entries (up to 1024) spreads its parts
+// further apart.
 func (f *testFrontend) descOff(r int) int  { return r * ringSpan }
-func (f *testFrontend) availOff(r int) int { return r*ringSpan + 0x1000 }
-func (f *testFrontend) usedOff(r int) int  { return r*ringSpan + 0x3000 }
+func (f *testFrontend) availOff(r int) int { return r*ringSpan + 0x1000*max(1, int(f.num)/testNum) }
+func (f *testFrontend) usedOff(r int) int  { return r*ringSpan + 0x3000*max(1, int(f.num)/testNum) }
 func (f *testFrontend) bufOff(r, i int) int {
 	return bufBase + r*0x100000 + i*bufSize
 }

@@ -134,8 +134,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(w, "\noffloads:")
 	for _, d := range r.Devices {
 		if v := d.VhostUser; v != nil {
-			fmt.Fprintf(w, "  %s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications\n",
-				d.Port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls)
+			fmt.Fprintf(w, "  %s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications (%d failed), %d polls\n",
+				d.Port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls, v.CallsFailed, v.Polls)
+			fmt.Fprintf(w, "    refused of the front-end and guest: %s\n", &v.Refusals)
 			continue
 		}
 		fmt.Fprintf(w, "  %s: GSO in %d, GSO out %d, segmented %d into %d, checksums finished %d, coalesced %d from %d packets\n",
