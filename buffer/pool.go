@@ -200,3 +200,28 @@ func (p *Pool) unmap() error {
 	p.slabs = nil
 	return errors.Join(errs...)
 }
+
+// Slab is one class's frames as the single area they are carved from:
+// frame i starts at Mem[i*Frame] and belongs to the buffer with ID
+// First+i. A device that shares memory with the kernel by address, as
+// AF_XDP registers its UMEM, registers Mem and speaks of frames by
+// offset.
+type Slab struct {
+	Mem   []byte
+	Frame int    // bytes per frame, headroom included
+	First uint32 // ID of the buffer of frame 0
+}
+
+// Slab returns class c's frames. The memory is the pool's for its whole
+// life: a device that registers it must give it up before Close.
+func (p *Pool) Slab(c Class) Slab {
+	ci := &p.classes[c]
+	return Slab{Mem: p.slabs[c], Frame: ci.frame, First: uint32(ci.first)}
+}
+
+// Buf returns the buffer with the given ID, or nil if there is none. It
+// is for a device that lent frames to the kernel and gets back only their
+// offsets, as AF_XDP's completion ring returns them: the device must
+// keep its own record of which IDs it lent, since any other buffer is
+// someone else's.
+func (p *Pool) Buf(id uint32) *Buf { return p.lookup(id) }

@@ -58,6 +58,10 @@ const (
 	// this one are taken (the kernel's OTHERHOST): a routed VXLAN port's
 	// inner frames must be addressed to its VTEP.
 	OtherHost
+	// XDP: dropped by an XDP program in the kernel's receive path (the
+	// kernel's XDP): an AF_XDP port's program drops a frame that arrives
+	// on a queue without a socket.
+	XDP
 	NumReasons // the number of reasons; not a reason
 )
 
@@ -90,6 +94,7 @@ var reasonNames = [NumReasons]string{
 	VXLANInvalidHdr:  "VXLAN_INVALID_HDR",
 	VXLANVNINotFound: "VXLAN_VNI_NOT_FOUND",
 	OtherHost:        "OTHERHOST",
+	XDP:              "XDP",
 }
 
 // String returns the kernel-style name, such as "HDR_TRUNC".

@@ -35,7 +35,9 @@ type rxQueue struct {
 	registered bool // fd is in the worker's epoll set
 	notifier   bool // polled only from the poll list
 	active     bool // on the poll list
-	gone       bool // its port left the worker's view
+	// retired: its port left the worker's view or went down, and the
+	// worker gave the queue up (retire): never polled or armed again.
+	retired bool
 }
 
 type worker struct {
@@ -55,13 +57,19 @@ type worker struct {
 	// polled when it is readable, and the descriptor leaves the epoll set
 	// with the last.
 	byFD      [][]*rxQueue
-	notifiers int             // queues with a descriptor that are polled from the list
-	txqs      []port.TxQueue  // by port index; nil if the port does not transmit
-	egress    [][]*buffer.Buf // by port index: this round's packets for it
-	local     [][]*buffer.Buf // by consumer index
-	poll      *poller
-	epoch     time.Time
-	now       int64
+	notifiers int            // queues with a descriptor that are polled from the list
+	txqs      []port.TxQueue // by port index; nil if the port does not transmit
+	// flushers are the TX queues that defer their sending to Flush (by
+	// port index; nil for the others), and toFlush the indexes of those
+	// that were given packets this round.
+	flushers []port.Flusher
+	toFlush  []int
+	flushing []bool          // by port index: in toFlush
+	egress   [][]*buffer.Buf // by port index: this round's packets for it
+	local    [][]*buffer.Buf // by consumer index
+	poll     *poller
+	epoch    time.Time
+	now      int64
 	// curPort is the port whose packets the worker handles now, for the
 	// drop monitor: -1 outside any port's work.
 	curPort int
@@ -138,14 +146,7 @@ func (w *worker) adopt(next *portSet) {
 			keep = append(keep, rq)
 			continue
 		}
-		if a, ok := rq.q.(attach.Queue); ok {
-			a.Detach(w.cache)
-		}
-		w.unregister(rq)
-		if rq.notifier && rq.fd >= 0 {
-			w.notifiers--
-		}
-		rq.gone = true
+		w.retire(rq)
 	}
 	clear(w.rxqs[len(keep):])
 	w.rxqs = keep
@@ -156,10 +157,12 @@ func (w *worker) adopt(next *portSet) {
 		if a, ok := tq.(attach.Queue); ok {
 			a.Detach(w.cache)
 		}
-		w.txqs[i] = nil
+		w.txqs[i], w.flushers[i] = nil, nil
 	}
 	if n := len(next.ports); n > len(w.txqs) {
 		w.txqs = append(w.txqs, make([]port.TxQueue, n-len(w.txqs))...)
+		w.flushers = append(w.flushers, make([]port.Flusher, n-len(w.flushers))...)
+		w.flushing = append(w.flushing, make([]bool, n-len(w.flushing))...)
 		w.egress = append(w.egress, make([][]*buffer.Buf, n-len(w.egress))...)
 		w.growCounters(n)
 	}
@@ -188,6 +191,7 @@ func (w *worker) join(p *portState) {
 			a.Attach(w.cache)
 		}
 		w.txqs[p.index] = tq
+		w.flushers[p.index], _ = tq.(port.Flusher)
 		if w.egress[p.index] == nil {
 			w.egress[p.index] = cacheline.Make[*buffer.Buf](0, w.e.cfg.Batch)
 		}
@@ -221,9 +225,32 @@ func (w *worker) join(p *portState) {
 
 // activate puts rq on the poll list.
 func (w *worker) activate(rq *rxQueue) {
-	if !rq.active && !rq.gone {
+	if !rq.active && !rq.retired {
 		rq.active = true
 		w.active = append(w.active, rq)
+	}
+}
+
+// retire gives rq up for good, between rounds, once its port left the
+// worker's view or went down: what it lent is taken back (attach.Queue,
+// as after its last use) and its descriptor leaves the epoll set, or,
+// shared with other queues (a worker's io_uring), stays there for them.
+// A down port's queue must go at once: the first queue on a shared
+// descriptor is the one polled when it is readable and the one that
+// arms it for all, and a down queue is neither, so the descriptor would
+// stay readable with no one to reap what it signals (the others' packets
+// among it): the worker would spin and the others' packets wait.
+func (w *worker) retire(rq *rxQueue) {
+	if rq.retired {
+		return
+	}
+	rq.retired = true
+	if a, ok := rq.q.(attach.Queue); ok {
+		a.Detach(w.cache)
+	}
+	w.unregister(rq)
+	if rq.notifier && rq.fd >= 0 {
+		w.notifiers--
 	}
 }
 
@@ -350,6 +377,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 			idle, busy, lastWork = 0, false, time.Time{}
 		}
 	}
+	w.flush(false)
 	w.publish()
 }
 
@@ -414,7 +442,10 @@ func (w *worker) round() int {
 	work := 0
 	for _, rq := range list {
 		rq.active = false
-		if rq.gone || rq.port.down.Load() {
+		if rq.port.down.Load() {
+			w.retire(rq)
+		}
+		if rq.retired {
 			continue
 		}
 		w.curPort = rq.port.index
@@ -432,7 +463,36 @@ func (w *worker) round() int {
 	}
 	clear(list)
 	w.polling = list[:0]
+	w.flush(work > 0)
 	return work
+}
+
+// flush ends the round for the TX queues that defer their sending to it
+// (port.Flusher), as the kernel flushes XDP redirects once per NAPI poll:
+// what every burst of the round queued for a port leaves at once. A
+// queue may hold its packets back while more come (more: the round found
+// packets, and the worker polls again at once); it stays on the list and
+// is flushed again after the next round.
+func (w *worker) flush(more bool) {
+	keep := w.toFlush[:0]
+	for _, i := range w.toFlush {
+		f := w.flushers[i]
+		if f == nil { // the port left
+			w.flushing[i] = false
+			continue
+		}
+		w.curPort = i
+		held, err := f.Flush(w.cache, more)
+		if err != nil {
+			w.e.fail(w.view.ports[i], fmt.Errorf("tx queue: %w", err))
+		}
+		if held && err == nil {
+			keep = append(keep, i)
+			continue
+		}
+		w.flushing[i] = false
+	}
+	w.toFlush = keep
 }
 
 // process runs the programs over one burst and dispatches the verdicts.
@@ -561,6 +621,10 @@ func (w *worker) transmit(p *portState, list []*buffer.Buf) {
 	if err != nil {
 		w.e.fail(p, fmt.Errorf("tx queue: %w", err))
 	}
+	if w.flushers[p.index] != nil && !w.flushing[p.index] {
+		w.flushing[p.index] = true
+		w.toFlush = append(w.toFlush, p.index)
+	}
 	sent = max(0, min(sent, len(list)))
 	w.ctr[portCounter(p.index, pTxPackets)] += uint64(sent)
 	if sent == len(list) {
@@ -580,13 +644,16 @@ func (w *worker) sleep() {
 	for _, rq := range w.active {
 		pending = pending || rq.notifier
 	}
+	// First the queues of ports that went down since (a dead device's
+	// descriptor would stay readable and wake the worker for nothing), so
+	// that the first live queue on each descriptor arms it.
 	for _, rq := range w.rxqs {
 		if rq.port.down.Load() {
-			if rq.registered && len(w.byFD[rq.fd]) == 1 {
-				// A dead device's fd would stay readable (HUP) and wake us
-				// for nothing, forever.
-				w.unregister(rq)
-			}
+			w.retire(rq)
+		}
+	}
+	for _, rq := range w.rxqs {
+		if rq.retired {
 			continue
 		}
 		if rq.notifier && (!rq.registered || w.byFD[rq.fd][0] != rq) {
@@ -612,6 +679,8 @@ func (w *worker) sleep() {
 		w.now = int64(time.Since(w.epoch))
 	}
 	for _, rq := range w.rxqs {
-		rq.q.Disarm()
+		if !rq.retired {
+			rq.q.Disarm()
+		}
 	}
 }

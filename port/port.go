@@ -90,6 +90,22 @@ type TxQueue interface {
 	Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error)
 }
 
+// Flusher is implemented by TxQueues that defer the costly part of
+// sending to the end of the worker's round, as the kernel flushes XDP
+// redirects once per NAPI poll (xdp_do_flush): Transmit queues the
+// packets, and Flush sends what Transmit queued (an AF_XDP queue's
+// wakeup system call). A worker calls Flush after each round in which it
+// called Transmit, and after every later round while Flush reports that
+// it held packets back; more says that the round found packets and the
+// worker polls again at once, so that a queue may wait for a larger
+// batch. With more false, Flush sends everything: a worker that found no
+// packets is about to sleep. A program that transmits without an engine
+// calls Flush(c, false) after its Transmit calls. An error means the
+// queue is no longer usable, as Transmit's.
+type Flusher interface {
+	Flush(c *buffer.Cache, more bool) (held bool, err error)
+}
+
 // Waiter lets an idle worker sleep until a queue has work.
 type Waiter interface {
 	// FD returns a file descriptor that becomes readable when the queue

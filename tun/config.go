@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
+
 	"strings"
 
 	"softnet.dev/internal/knob"
+	"softnet.dev/internal/netns"
 	"softnet.dev/packet"
 )
 
@@ -78,9 +79,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("no device name")
 	case len(cfg.Name) > MaxNameLen:
 		return fail("name longer than %d bytes", MaxNameLen)
-	case cfg.Name == "." || cfg.Name == ".." || strings.ContainsAny(cfg.Name, "/: \t\n\x00"):
+	case !netns.ValidDevName(cfg.Name):
 		// The kernel's dev_valid_name; checked here for a clearer error.
-		return fail("invalid device name")
+		return fail("invalid device name: Linux refuses '/', ':', white space, \".\" and \"..\"")
 	case strings.ContainsRune(cfg.Name, '%'):
 		// TUNSETIFF would expand a pattern like "tun%d" into a name we
 		// would not know to look up, check or remove.
@@ -89,7 +90,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("%d queues, want 1 to %d", cfg.Queues, MaxQueues)
 	case cfg.MTU != 0 && (cfg.MTU < MinMTU || cfg.MTU > MaxMTU):
 		return fail("MTU %d outside [%d, %d]", cfg.MTU, MinMTU, MaxMTU)
-	case !validNetNS(cfg.NetNS):
+	case !netns.Valid(cfg.NetNS):
 		return fail("invalid namespace %q: want a name or an absolute path", cfg.NetNS)
 	case cfg.IO > IOUring:
 		return fail("unknown I/O mode %d", cfg.IO)
@@ -99,18 +100,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		return fail("KeepGSO needs offload: without a vnet header there are no GSO packets")
 	}
 	return cfg, nil
-}
-
-// validNetNS accepts a name as `ip netns` takes it, or a clean absolute
-// path.
-func validNetNS(ns string) bool {
-	switch {
-	case strings.ContainsRune(ns, 0):
-		return false
-	case strings.HasPrefix(ns, "/"):
-		return path.Clean(ns) == ns && ns != "/"
-	}
-	return !strings.Contains(ns, "/") && ns != "." && ns != ".."
 }
 
 // Validate checks cfg as Open would, without opening anything: the

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
+	"softnet.dev/internal/linkwatch"
 	"softnet.dev/internal/netns"
 	"softnet.dev/packet"
 	"softnet.dev/port"
@@ -51,7 +52,7 @@ type Device struct {
 	origMTU int  // Open changed its MTU from this; 0 if not
 
 	link    linkStatus
-	watch   *linkWatch
+	watch   *linkwatch.Watch
 	ifindex int
 	dev     string // the device's name in its namespace; info.Name is the port's
 
@@ -91,7 +92,7 @@ func Open(cfg Config) (*Device, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d.watch.start(d, d.ifindex, linkOverhead(cfg.TAP), log)
+	d.watch.Start(d.ifindex, &linkEvents{dev: d, l2: linkOverhead(cfg.TAP), log: log})
 	return d, nil
 }
 
@@ -105,7 +106,7 @@ func (d *Device) open(cfg Config) error {
 	d.nl = nl
 	// Subscribed before anything is looked at, so that no change is
 	// missed between the look and the subscription.
-	if d.watch, err = newLinkWatch(); err != nil {
+	if d.watch, err = linkwatch.New(); err != nil {
 		return err
 	}
 	before, err := lookup(nl, cfg.Name)
@@ -237,7 +238,7 @@ func (d *Device) undo() {
 		d.wake = -1
 	}
 	if d.watch != nil {
-		d.watch.stop()
+		d.watch.Stop()
 		d.watch = nil
 	}
 	if d.nl == nil {
@@ -339,7 +340,7 @@ func (d *Device) CloseInto(c *buffer.Cache) error {
 	}
 	d.done = true
 	d.closed.Store(true)
-	d.watch.stop()
+	d.watch.Stop()
 	var errs []error
 	// The eventfd stays readable: every blocked poll and any that starts
 	// before the lock below returns.

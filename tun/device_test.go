@@ -33,6 +33,22 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// Device names as the kernel's dev_valid_name takes them: it refuses
+// '/', ':' and white space byte by byte (with 0xa0, which is in "à"), and
+// takes the rest, commas and control characters included.
+func TestConfigNames(t *testing.T) {
+	for _, name := range []string{".", "..", "a/b", "a:b", "a b", "a\tb", "a\vb", "a\rb", "a\xa0b", "xày", "a\x00b"} {
+		if err := (Config{Name: name}).Validate(); err == nil {
+			t.Errorf("%q accepted", name)
+		}
+	}
+	for _, name := range []string{"eth0", "a,b", "a=b", "a\x01b", "é"} {
+		if err := (Config{Name: name}).Validate(); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+}
+
 func TestOpenClose(t *testing.T) {
 	cases := []struct {
 		name  string

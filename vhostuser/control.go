@@ -21,16 +21,25 @@ import (
 type vring struct {
 	mu    sync.Mutex
 	index int
+	// txMu serializes the transmit queues that share this ring (a guest
+	// enabled fewer pairs than the switch has workers: txRoute.shared),
+	// so that neither drops because the other holds mu for a burst. It
+	// is taken before mu, and only by workers.
+	txMu sync.Mutex
 
 	num     uint32
 	addr    vringAddr
 	addrSet bool
 	base    uint16 // the next available entry, while stopped
 	kickFD  int    // -1: none (polling mode, or not given yet)
-	callFD  int    // -1: the guest is not notified
-	started bool   // SET_VRING_KICK came, and no GET_VRING_BASE since
-	enabled bool
-	run     *split // nil while stopped
+	// kickWatched: kickFD is in the queue's epoll set, as it is while
+	// the ring runs (watchKick); a running ring whose kick is not is
+	// polled (rxQueue.Arm).
+	kickWatched bool
+	callFD      int  // -1: the guest is not notified
+	started     bool // SET_VRING_KICK came, and no GET_VRING_BASE since
+	enabled     bool
+	run         *split // nil while stopped
 }
 
 // toGuest says whether the ring carries packets to the guest: rings
@@ -127,9 +136,17 @@ func (p *Port) session(conn *net.UnixConn) error {
 	for {
 		m, fds, err := readMessage(conn, hdr[:], oob)
 		if err != nil {
+			var re *refusedError
+			if errors.As(err, &re) {
+				p.countRefusal(re.reason)
+			}
 			return err
 		}
 		reply, herr := p.handle(m, fds)
+		if p.memFault {
+			p.countRefusal(RefusedMemoryFault)
+			return fmt.Errorf("%s: guest memory faulted: the front-end shrank its memory under the mapping", requestName(m.Request))
+		}
 		switch {
 		case reply != nil:
 		case m.Flags&flagNeedReply != 0 && p.protocol&protoReplyAck != 0:
@@ -148,11 +165,11 @@ func (p *Port) session(conn *net.UnixConn) error {
 			// Without an acknowledgement the front-end cannot learn of
 			// the failure, and would go on with a device that is not
 			// what it thinks: end the session.
-			p.refused.Add(1)
+			p.countRefusal(refusalOf(herr))
 			return herr
 		}
 		if herr != nil {
-			p.refused.Add(1)
+			p.countRefusal(refusalOf(herr))
 			p.log.Warn("vhost-user message refused", "err", herr)
 		}
 		if reply != nil {
@@ -163,8 +180,22 @@ func (p *Port) session(conn *net.UnixConn) error {
 	}
 }
 
+// refusalOf is the reason an error of handle counts as.
+func refusalOf(err error) Refusal {
+	var re *refusedError
+	switch {
+	case errors.As(err, &re):
+		return re.reason
+	case errors.Is(err, errUnsupported):
+		return RefusedUnsupported
+	}
+	return RefusedRequest
+}
+
 // readMessage reads one message and the descriptors it carries, which
-// the caller owns from then on.
+// the caller owns from then on. A message that does not parse is an
+// error of RefusedMalformed, one cut short by the front-end hanging up
+// of RefusedTruncated.
 func readMessage(conn *net.UnixConn, hdr, oob []byte) (message, []int, error) {
 	n, oobn, _, _, err := conn.ReadMsgUnix(hdr, oob)
 	var fds []int
@@ -183,22 +214,32 @@ func readMessage(conn *net.UnixConn, hdr, oob []byte) (message, []int, error) {
 	}
 	if n < len(hdr) {
 		if _, err := io.ReadFull(conn, hdr[n:]); err != nil {
-			return fail(fmt.Errorf("message header: %w", err))
+			return fail(truncated(fmt.Errorf("message header: %w", err)))
 		}
 	}
 	h, err := parseHeader(hdr)
 	if err != nil {
-		return fail(err)
+		return fail(refuse(RefusedMalformed, err))
 	}
 	payload := make([]byte, h.Size)
 	if _, err := io.ReadFull(conn, payload); err != nil {
-		return fail(fmt.Errorf("%s: payload: %w", requestName(h.Request), err))
+		return fail(truncated(fmt.Errorf("%s: payload: %w", requestName(h.Request), err)))
 	}
 	m, err := parsePayload(h, payload)
 	if err != nil {
-		return fail(err)
+		return fail(refuse(RefusedMalformed, err))
 	}
 	return m, fds, nil
+}
+
+// truncated marks a read error inside a message as RefusedTruncated when
+// the front-end hung up; other errors (the port closing the connection)
+// are not the front-end's doing.
+func truncated(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, unix.ECONNRESET) {
+		return refuse(RefusedTruncated, err)
+	}
+	return err
 }
 
 // parseRights returns the descriptors of SCM_RIGHTS messages in oob.
@@ -256,7 +297,19 @@ func (p *Port) handle(m message, fds []int) ([]byte, error) {
 			closeFDs(fds)
 			return -1, fmt.Errorf("%s: %d file descriptors, want 1", requestName(m.Request), len(fds))
 		}
-		return fds[0], nil
+		fd := fds[0]
+		var err error
+		switch m.Request {
+		case reqSetVringKick:
+			err = checkEventfd(fd)
+		case reqSetVringCall:
+			err = takeCall(fd)
+		}
+		if err != nil {
+			unix.Close(fd)
+			return -1, refuse(RefusedNotEventfd, fmt.Errorf("%s %d: %w", requestName(m.Request), m.U64&vringIndexMask, err))
+		}
+		return fd, nil
 	}
 	if m.Request != reqSetMemTable && m.Request != reqSetVringKick && m.Request != reqSetVringCall && m.Request != reqSetVringErr {
 		closeFDs(fds) // no other request this back-end takes carries one
@@ -300,7 +353,7 @@ func (p *Port) handle(m message, fds []int) ([]byte, error) {
 	case reqSetMemTable:
 		t, err := mapMemTable(m.Regions, fds)
 		if err != nil {
-			return nil, err
+			return nil, refuse(RefusedMemTable, err)
 		}
 		p.setMem(t)
 		return nil, nil
@@ -398,6 +451,7 @@ func (p *Port) change(v *vring, f func()) {
 	v.mu.Lock()
 	f()
 	p.refresh(v)
+	p.watchKick(v)
 	v.mu.Unlock()
 	p.wake(v)
 }
@@ -414,26 +468,43 @@ func (p *Port) eachRing(f func(v *vring)) {
 	}
 }
 
-// refresh starts v if it may run and does not, with v.mu held.
+// refresh starts v if it may run and does not, with v.mu held. Starting
+// reads and writes the ring in guest memory, guarded: a fault there
+// (the front-end shrank its memory file) ends the front-end's session
+// (p.memFault).
 func (p *Port) refresh(v *vring) {
-	if v.run != nil || !v.started || !v.enabled || !v.addrSet || v.num == 0 || p.mem == nil {
+	if v.run != nil || !v.started || !v.enabled || !v.addrSet || v.num == 0 || p.mem == nil || p.memFault {
 		if v.run != nil && (!v.started || !v.enabled) {
 			p.stopRing(v)
 		}
 		return
 	}
-	r, why := newSplit(p.mem, v.num, v.addr, v.base)
+	var r *split
+	var why string
+	if guarded(func() {
+		if r, why = newSplit(p.mem, v.num, v.addr, v.base); r != nil {
+			r.setFeatures(p.features)
+			// The device polls: the guest need not kick, until a worker
+			// that goes to sleep asks for kicks (rxQueue.Arm). A ring
+			// toward the guest is filled when packets come, so it never
+			// needs kicks.
+			r.setNoNotify(true)
+		}
+	}) {
+		p.memFault = true
+		p.log.Warn("vhost-user guest memory faulted: the front-end shrank its memory under the mapping", "ring", v.index)
+		return
+	}
 	if r == nil {
+		p.countRefusal(RefusedRingAddress)
 		p.log.Warn("vhost-user ring not started", "ring", v.index, "why", why)
 		return
 	}
-	r.setFeatures(p.features)
-	// The device polls: the guest need not kick, until a worker that
-	// goes to sleep asks for kicks (rxQueue.Arm). A ring toward the
-	// guest is filled when packets come, so it never needs kicks.
-	r.setNoNotify(true)
 	v.run = r
 	p.running.Add(1)
+	if v.toGuest() {
+		p.remapTx()
+	}
 }
 
 // stopRing stops v, keeping where it stopped as its base, with v.mu
@@ -443,6 +514,9 @@ func (p *Port) stopRing(v *vring) {
 		v.base = v.run.lastAvail
 		v.run = nil
 		p.running.Add(-1)
+		if v.toGuest() {
+			p.remapTx()
+		}
 	}
 }
 
@@ -472,32 +546,50 @@ func (p *Port) setMem(t *memTable) {
 	old.unmap()
 	for _, v := range p.rings {
 		p.refresh(v)
+		p.watchKick(v)
 		v.mu.Unlock()
 		p.wake(v)
 	}
 }
 
 // setKick replaces v's kick descriptor, with v.mu held. Only rings from
-// the guest wait for kicks: their queue's epoll set watches it.
+// the guest wait for kicks (watchKick).
 func (p *Port) setKick(v *vring, fd int) {
 	if v.kickFD >= 0 {
-		if !v.toGuest() {
+		if v.kickWatched {
 			p.rxqs[v.index/2].unwatch(v.kickFD)
+			v.kickWatched = false
 		}
 		unix.Close(v.kickFD)
 		v.kickFD = -1
 	}
-	if fd < 0 {
-		return
-	}
-	if v.toGuest() {
+	if fd >= 0 && v.toGuest() {
 		unix.Close(fd)
 		return
 	}
-	if err := p.rxqs[v.index/2].watch(fd); err != nil {
-		p.log.Warn("vhost-user kick not watched: the queue is polled while its worker is awake", "ring", v.index, "err", err)
-	}
 	v.kickFD = fd
+}
+
+// watchKick makes v's queue watch its kick descriptor while the ring
+// runs, and only then, with v.mu held: a guest that kicks a ring that is
+// stopped, disabled or given up wakes no one. A kick that cannot be
+// watched leaves the ring polled, as one without a kick descriptor.
+func (p *Port) watchKick(v *vring) {
+	want := v.kickFD >= 0 && v.run != nil && !v.run.broken
+	if want == v.kickWatched {
+		return
+	}
+	q := p.rxqs[v.index/2]
+	if !want {
+		q.unwatch(v.kickFD)
+		v.kickWatched = false
+		return
+	}
+	if err := q.watch(v.kickFD); err != nil {
+		p.log.Warn("vhost-user kick not watched: the ring is polled", "ring", v.index, "err", err)
+		return
+	}
+	v.kickWatched = true
 }
 
 // wake tells the worker of v's queue that the ring changed.
@@ -529,4 +621,5 @@ func (p *Port) disconnect() {
 	old.unmap()
 	p.features, p.protocol = 0, 0
 	p.negotiated.Store(0)
+	p.memFault = false
 }

@@ -16,8 +16,10 @@
 // the front-end's socket instead. A Port is an L2 port.Port with a queue
 // pair per virtqueue pair. The guest and the front-end are not trusted:
 // every descriptor is checked against the memory table, and a bad chain
-// is a counted drop, never an access out of bounds. The host must be
-// little-endian.
+// is a counted drop, never an access out of bounds; guest memory is
+// touched only under a fault guard, and no descriptor of the front-end's
+// is waited on. Whatever is refused is counted by reason
+// (Stats.Refusals). The host must be little-endian.
 //
 // Design: docs/design.md, "vhost-user ports".
 package vhostuser

@@ -5,6 +5,7 @@ package vhostuser
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -150,5 +151,64 @@ func testEngineBetweenGuests(t *testing.T, extra uint64) {
 		if !bytes.Equal(got[i], want[i]) {
 			t.Fatalf("frame %d: got %d bytes, want %d", i, len(got[i]), len(want[i]))
 		}
+	}
+}
+
+// A guest whose front-end gave its transmit ring no kick descriptor
+// (VHOST_USER_VRING_NOFD) never kicks: the engine's worker, asleep when
+// the guest sends, must still forward its packets, and sleeps between
+// them.
+func TestEngineNoKickRing(t *testing.T) {
+	pool, err := buffer.NewPool(buffer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var ports []*Port
+	for _, name := range []string{"a", "b"} {
+		p, err := Listen(Config{Name: name, Socket: filepath.Join(dir, name+".sock"), Log: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, p)
+	}
+	cross := program.Func{ProgramName: "cross", F: func(b *program.Batch) {
+		for i := range b.Bufs {
+			b.Verdicts[i] = program.RedirectVerdict(1 - b.Ingress)
+		}
+	}}
+	eng, err := engine.New(engine.Config{Pool: pool, Programs: []program.Program{cross}}, ports[0], ports[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Stop()
+		if err := eng.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := pool.Close(); err != nil {
+			t.Errorf("leak check: %v", err)
+		}
+	})
+	a, b := newTestFrontend(t, ports[0].Socket()), newTestFrontend(t, ports[1].Socket())
+	a.setup(featVersion1 | featMrgRxbuf)
+	b.setup(featVersion1 | featMrgRxbuf)
+	a.must(reqSetVringKick, u64Payload(1|vringNoFD))
+	waitRunning(t, ports[0], 1)
+	waitRunning(t, ports[1], 0)
+	b.postRx(0, 64, bufSize)
+	waitFor(t, func() bool { return eng.Stats().Workers[0].Sleeps > 0 }, "sleep of the worker")
+	got := 0
+	for i := range 5 {
+		time.Sleep(20 * time.Millisecond) // long enough for the worker to fall asleep again
+		a.transmit(i, testFrame(64, byte(i)))
+		waitFor(t, func() bool {
+			_, frames := b.received()
+			got += len(frames)
+			return got == i+1
+		}, fmt.Sprintf("packet %d from the guest that does not kick", i))
 	}
 }

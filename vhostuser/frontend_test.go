@@ -29,11 +29,11 @@ type testFrontend struct {
 	memFD int
 	mem   []byte
 	num   uint16
-	// kick and call are the eventfds of rings 0 (to the guest) and 1
-	// (from it), the front-end's ends.
-	kick, call [2]int
-	availIdx   [2]uint16 // the next available entry the guest fills
-	lastUsed   [2]uint16 // the next used entry the guest reads
+	// kick and call are the eventfds of the rings, the front-end's ends:
+	// even rings go to the guest, odd ones come from it.
+	kick, call [testRings]int
+	availIdx   [testRings]uint16 // the next available entry the guest fills
+	lastUsed   [testRings]uint16 // the next used entry the guest reads
 	hdrLen     int
 }
 
@@ -47,16 +47,19 @@ var quiet = slog.New(slog.DiscardHandler)
 const (
 	guestBase = 0x4000_0000
 	userBase  = 0x7f12_0000_0000
-	memSize   = 4 << 20
+	memSize   = 8 << 20
 	ringSpan  = 0x10000  // ring r's parts at r*ringSpan
 	bufBase   = 0x100000 // ring r's buffers at bufBase + r*0x100000
 	bufSize   = 2048
 	testNum   = 256
+	testRings = 4 // two queue pairs
 )
 
+// A ring of more than testNum entries (up to 1024) spreads its parts
+// further apart.
 func (f *testFrontend) descOff(r int) int  { return r * ringSpan }
-func (f *testFrontend) availOff(r int) int { return r*ringSpan + 0x1000 }
-func (f *testFrontend) usedOff(r int) int  { return r*ringSpan + 0x3000 }
+func (f *testFrontend) availOff(r int) int { return r*ringSpan + 0x1000*max(1, int(f.num)/testNum) }
+func (f *testFrontend) usedOff(r int) int  { return r*ringSpan + 0x3000*max(1, int(f.num)/testNum) }
 func (f *testFrontend) bufOff(r, i int) int {
 	return bufBase + r*0x100000 + i*bufSize
 }
@@ -79,7 +82,7 @@ func newTestFrontend(t testing.TB, socket string) *testFrontend {
 	}
 	f := &testFrontend{t: t, memFD: fd, mem: mem, num: testNum, hdrLen: hdrMrg}
 	t.Cleanup(func() { _ = unix.Munmap(mem) })
-	for i := range 2 {
+	for i := range testRings {
 		for _, p := range []*int{&f.kick[i], &f.call[i]} {
 			if *p, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
 				t.Fatalf("eventfd: %v", err)
@@ -200,7 +203,7 @@ func (f *testFrontend) setup(want uint64) {
 	if proto&protoReplyAck == 0 {
 		f.t.Fatalf("protocol features %#x: no REPLY_ACK", proto)
 	}
-	if err := f.send(reqSetProtocolFeatures, 0, u64Payload(protoReplyAck)); err != nil {
+	if err := f.send(reqSetProtocolFeatures, 0, u64Payload(proto&(protoReplyAck|protoMQ))); err != nil {
 		f.t.Fatal(err)
 	}
 	f.must(reqSetOwner, nil)
@@ -227,8 +230,18 @@ func (f *testFrontend) shareMemory() {
 	f.must(reqSetMemTable, p, f.memFD)
 }
 
-// startRing configures ring r from entry base on and kicks it off.
+// startRing configures ring r from entry base on, kicks it off and
+// enables it.
 func (f *testFrontend) startRing(r int, base uint16) {
+	f.t.Helper()
+	f.configureRing(r, base)
+	f.enableRing(r, true)
+}
+
+// configureRing configures ring r from entry base on and kicks it off,
+// as QEMU does with every ring of the device; the ring runs once it is
+// enabled too.
+func (f *testFrontend) configureRing(r int, base uint16) {
 	f.t.Helper()
 	f.must(reqSetVringNum, statePayload(vringState{uint32(r), uint32(f.num)}))
 	f.must(reqSetVringBase, statePayload(vringState{uint32(r), uint32(base)}))
@@ -241,7 +254,17 @@ func (f *testFrontend) startRing(r int, base uint16) {
 	f.must(reqSetVringAddr, a)
 	f.must(reqSetVringCall, u64Payload(uint64(r)), f.call[r])
 	f.must(reqSetVringKick, u64Payload(uint64(r)), f.kick[r])
-	f.must(reqSetVringEnable, statePayload(vringState{uint32(r), 1}))
+}
+
+// enableRing enables or disables ring r (SET_VRING_ENABLE), as QEMU
+// does for the queue pairs the guest's driver turns on or off.
+func (f *testFrontend) enableRing(r int, on bool) {
+	f.t.Helper()
+	n := uint32(0)
+	if on {
+		n = 1
+	}
+	f.must(reqSetVringEnable, statePayload(vringState{uint32(r), n}))
 }
 
 // setDesc writes descriptor i of ring r.
@@ -294,35 +317,44 @@ func (f *testFrontend) used(r int) (ids, lens []uint32) {
 
 // transmit puts frame, behind a zero virtio-net header, in the guest's
 // transmit buffer slot and offers it as a one-descriptor chain.
-func (f *testFrontend) transmit(slot int, frame []byte) {
-	off := f.bufOff(1, slot)
+func (f *testFrontend) transmit(slot int, frame []byte) { f.transmitOn(1, slot, frame) }
+
+// transmitOn is transmit on ring r, a ring from the guest.
+func (f *testFrontend) transmitOn(r, slot int, frame []byte) {
+	off := f.bufOff(r, slot)
 	clear(f.mem[off : off+f.hdrLen])
 	copy(f.mem[off+f.hdrLen:], frame)
-	f.setDesc(1, slot, guestBase+uint64(off), uint32(f.hdrLen+len(frame)), 0, 0)
-	f.offer(1, uint16(slot))
+	f.setDesc(r, slot, guestBase+uint64(off), uint32(f.hdrLen+len(frame)), 0, 0)
+	f.offer(r, uint16(slot))
 }
 
 // postRx offers n receive buffers of size bytes each, from slot first on.
-func (f *testFrontend) postRx(first, n int, size uint32) {
+func (f *testFrontend) postRx(first, n int, size uint32) { f.postRxOn(0, first, n, size) }
+
+// postRxOn is postRx on ring r, a ring toward the guest.
+func (f *testFrontend) postRxOn(r, first, n int, size uint32) {
 	for i := first; i < first+n; i++ {
-		f.setDesc(0, i, guestBase+uint64(f.bufOff(0, i)), size, descWrite, 0)
-		f.offer(0, uint16(i))
+		f.setDesc(r, i, guestBase+uint64(f.bufOff(r, i)), size, descWrite, 0)
+		f.offer(r, uint16(i))
 	}
 }
 
 // received reads what the port delivered to the guest: each packet's
 // virtio-net header and frame, gathering merged buffers.
-func (f *testFrontend) received() (hdrs, frames [][]byte) {
-	ids, lens := f.used(0)
+func (f *testFrontend) received() (hdrs, frames [][]byte) { return f.receivedOn(0) }
+
+// receivedOn is received on ring r, a ring toward the guest.
+func (f *testFrontend) receivedOn(r int) (hdrs, frames [][]byte) {
+	ids, lens := f.used(r)
 	for i := 0; i < len(ids); {
 		var pkt []byte
-		first := f.mem[f.bufOff(0, int(ids[i])):]
+		first := f.mem[f.bufOff(r, int(ids[i])):]
 		count := 1
 		if f.hdrLen == hdrMrg {
 			count = int(binary.LittleEndian.Uint16(first[vnet.HeaderLen:]))
 		}
 		for k := 0; k < count && i < len(ids); k++ {
-			off := f.bufOff(0, int(ids[i]))
+			off := f.bufOff(r, int(ids[i]))
 			pkt = append(pkt, f.mem[off:off+int(lens[i])]...)
 			i++
 		}

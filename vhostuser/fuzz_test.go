@@ -82,7 +82,8 @@ func FuzzWalk(f *testing.F) {
 		for int(num)*2*descLen <= len(table) && num < 64 {
 			num *= 2
 		}
-		segs, total, werr := walk(table, num, gm, head, writable, maxBytesPerPacket, make([][]byte, 0, num))
+		budget := int(num)
+		segs, total, werr := walk(table, num, gm, head, writable, maxBytesPerPacket, &budget, make([][]byte, 0, num))
 		sum := 0
 		for _, s := range segs {
 			if len(s) == 0 {

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/internal/counter"
@@ -42,8 +41,13 @@ type Port struct {
 	closed    atomic.Bool
 	connected atomic.Bool
 	connects  atomic.Uint64
-	refused   atomic.Uint64 // messages refused
-	running   atomic.Int32  // rings running
+	// refused counts the control plane's refusals; the workers count
+	// theirs in their queues' counters.
+	refused [RefusedMemoryFault + 1]atomic.Uint64
+	running atomic.Int32 // rings running
+	// memFault: guest memory faulted under the control plane, whose
+	// session with the front-end ends.
+	memFault bool
 	// negotiated is features, for Stats.
 	negotiated atomic.Uint64
 }
@@ -177,16 +181,27 @@ type Stats struct {
 	// BadChains counts descriptor chains refused (outside the guest's
 	// memory, looping, too long, bad flags or index); BrokenRings the
 	// times a ring was given up until restarted, for an available index
-	// more than a ring ahead or a bad receive chain.
+	// more than a ring ahead, a bad receive chain or a fault in guest
+	// memory. Refusals has both by reason.
 	BadChains   uint64 `json:"bad_chains"`
 	BrokenRings uint64 `json:"broken_rings"`
-	Calls       uint64 `json:"calls"`     // notifications sent to the guest
-	Segmented   uint64 `json:"segmented"` // GSO packets segmented for a guest without TSO
+	Calls       uint64 `json:"calls"` // notifications sent to the guest
+	// CallsFailed counts notifications the guest's call eventfd did not
+	// take: its counter was saturated.
+	CallsFailed uint64 `json:"calls_failed"`
+	// Polls counts the wakeups of a sleeping worker for entries on a
+	// ring without a kick descriptor, which a timer polls.
+	Polls     uint64 `json:"polls"`
+	Segmented uint64 `json:"segmented"` // GSO packets segmented for a guest without TSO
 	// Connects counts the front-ends that connected; Refused the
-	// messages refused (malformed or naming what does not exist).
-	Connects  uint64 `json:"connects"`
-	Refused   uint64 `json:"refused"`
-	Connected bool   `json:"connected"`
+	// messages and descriptors refused (RefusedMalformed to
+	// RefusedMemoryFault in Refusals).
+	Connects uint64 `json:"connects"`
+	Refused  uint64 `json:"refused"`
+	// Refusals counts everything refused of the front-end and the
+	// guest, by reason.
+	Refusals  Refusals `json:"refusals"`
+	Connected bool     `json:"connected"`
 	// RunningRings counts the virtqueues running now: two per queue
 	// pair the front-end started.
 	RunningRings int `json:"running_rings"`
@@ -207,14 +222,28 @@ func (p *Port) Stats() Stats {
 	s := Stats{
 		RxPackets: sum[cRxPackets], RxBytes: sum[cRxBytes],
 		TxPackets: sum[cTxPackets], TxBytes: sum[cTxBytes],
-		BadChains: sum[cBadChains], BrokenRings: sum[cBrokenRings],
-		Calls: sum[cCalls], Segmented: sum[cSegmented],
-		Connects: p.connects.Load(), Refused: p.refused.Load(), Connected: p.connected.Load(),
+		Calls: sum[cCalls], CallsFailed: sum[cCallsFailed], Segmented: sum[cSegmented],
+		Connects: p.connects.Load(), Connected: p.connected.Load(),
 		RunningRings: int(p.running.Load()), Features: p.negotiated.Load(),
 	}
+	for _, q := range p.rxqs {
+		s.Polls += q.polls.Load()
+	}
+	for r := range p.refused {
+		s.Refusals[r] = p.refused[r].Load()
+	}
+	for r := RefusedMemoryFault + 1; r < NumRefusals; r++ {
+		s.Refusals[r] = sum[refusalCounter(r)]
+	}
+	s.Refused = s.Refusals.Sum(RefusedMalformed, RefusedMemoryFault)
+	s.BadChains = s.Refusals.Sum(RefusedChainBadIndex, RefusedChainTooBig)
+	s.BrokenRings = s.Refusals.Sum(RefusedRingAhead, RefusedRingFault)
 	s.RxDrops, s.TxDrops = counter.Drops(sum, numOwn)
 	return s
 }
+
+// countRefusal counts a refusal of the control plane.
+func (p *Port) countRefusal(r Refusal) { p.refused[r].Add(1) }
 
 // Counter indices of a queue's counters.
 const (
@@ -222,29 +251,22 @@ const (
 	cRxBytes
 	cTxPackets
 	cTxBytes
-	cBadChains
-	cBrokenRings
 	cCalls
+	cCallsFailed
 	cSegmented
-	numOwn // then the drops (counter.Block)
+	// cWorkerRefusals is the first of the workers' refusals, from
+	// RefusedChainBadIndex on; the drops (counter.Block) follow them.
+	cWorkerRefusals
 )
+
+const numOwn = cWorkerRefusals + int(NumRefusals-RefusedChainBadIndex)
+
+// refusalCounter is the index of a worker's refusal in its queue's
+// counters.
+func refusalCounter(r Refusal) int { return cWorkerRefusals + int(r-RefusedChainBadIndex) }
 
 // counters are one queue's: written by its worker only, published at
 // the end of each burst.
 type counters = counter.Block
 
 func newCounters() counters { return counter.NewBlock(numOwn) }
-
-// eventfd helpers: a counter one side writes and the other reads back to
-// zero. eight is the 8-byte count of one, package-level so that a
-// signal allocates nothing.
-var eight = func() (b [8]byte) {
-	binary.NativeEndian.PutUint64(b[:], 1)
-	return b
-}()
-
-func signalFD(fd int) { _, _ = unix.Write(fd, eight[:]) }
-
-// resetFD reads fd's count back to zero, into buf (the caller's, so that
-// it does not escape per call).
-func resetFD(fd int, buf *[8]byte) { _, _ = unix.Read(fd, buf[:]) }

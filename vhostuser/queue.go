@@ -6,8 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
-	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/internal/cacheline"
@@ -61,96 +61,30 @@ func (r *split) setFeatures(f uint64) {
 	}
 }
 
-// rxQueue takes packets from the guest's transmit ring. Its worker
-// sleeps on an epoll set of its own that holds the ring's kick eventfd
-// (which the control plane replaces as the front-end sends new ones) and
-// an eventfd the control plane writes when the ring changes.
+// rxQueue takes packets from the guest's transmit ring. How its worker
+// sleeps and wakes is in wait.go.
 type rxQueue struct {
-	_      [cacheline.Size]byte
-	p      *Port
-	v      *vring
-	epfd   int
-	wakeFD int
-	reset  [8]byte
-	pool   *buffer.Pool
-	small  buffer.Class // the class of a frame of a 1500-byte MTU
-	spare  []*buffer.Buf
-	cur    *buffer.Buf // the buffer the burst works on, for faulted
-	got    int         // the packets the burst received, for faulted
-	ctr    counters
-	_      [cacheline.Size]byte
+	_     [cacheline.Size]byte
+	p     *Port
+	v     *vring
+	pool  *buffer.Pool
+	small buffer.Class // the class of a frame of a 1500-byte MTU
+	spare []*buffer.Buf
+	cur   *buffer.Buf // the buffer the burst works on, for faulted
+	got   int         // the packets the burst received, for faulted
+	ctr   counters
+	waiter
+	_ [cacheline.Size]byte
 }
 
 var _ port.RxQueue = (*rxQueue)(nil)
 
 func newRxQueue(p *Port, v *vring) (*rxQueue, error) {
-	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
-	}
-	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(epfd)
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	q := &rxQueue{p: p, v: v, epfd: epfd, wakeFD: wfd, spare: make([]*buffer.Buf, maxBurst), ctr: newCounters()}
-	if err := q.watch(wfd); err != nil {
-		q.close()
+	q := &rxQueue{p: p, v: v, spare: make([]*buffer.Buf, maxBurst), ctr: newCounters()}
+	if err := q.waiter.open(q.pollRing); err != nil {
 		return nil, err
 	}
 	return q, nil
-}
-
-func (q *rxQueue) watch(fd int) error {
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-	if err := unix.EpollCtl(q.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		return fmt.Errorf("epoll_ctl add %d: %w", fd, err)
-	}
-	return nil
-}
-
-func (q *rxQueue) unwatch(fd int) { _ = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_DEL, fd, nil) }
-
-func (q *rxQueue) close() {
-	unix.Close(q.epfd)
-	unix.Close(q.wakeFD)
-}
-
-// FD is the queue's epoll set: readable when the guest kicked the ring
-// or the ring changed, after Arm reset both.
-func (q *rxQueue) FD() int { return q.epfd }
-
-// Arm asks the guest to kick the ring, and reports whether entries are
-// pending already. The order matters: the eventfds are reset first and
-// the ring read last, so that an entry the guest adds at any point
-// either is seen here or comes with a kick.
-func (q *rxQueue) Arm() bool {
-	resetFD(q.wakeFD, &q.reset)
-	if !q.v.mu.TryLock() {
-		return true // the control plane is changing the ring: look again
-	}
-	defer q.v.mu.Unlock()
-	r := q.v.run
-	if r == nil || r.broken {
-		return false // the control plane writes wakeFD when it starts
-	}
-	if q.v.kickFD >= 0 {
-		resetFD(q.v.kickFD, &q.reset)
-	}
-	r.setNoNotify(false)
-	n, _ := r.pending()
-	return n != 0
-}
-
-// Disarm tells the guest not to kick: the worker polls.
-func (q *rxQueue) Disarm() {
-	if !q.v.mu.TryLock() {
-		return // Receive sets it
-	}
-	if r := q.v.run; r != nil {
-		r.setNoNotify(true)
-	}
-	q.v.mu.Unlock()
 }
 
 // Receive takes up to len(bufs) packets from the guest: it walks each
@@ -184,11 +118,11 @@ func (q *rxQueue) faulted(c *buffer.Cache, r *split, got *int) {
 	if x == nil {
 		return
 	}
-	if _, fault := x.(interface{ Addr() uintptr }); !fault {
+	if !guestFault(x) {
 		panic(x)
 	}
 	if q.cur != nil {
-		c.Drop(q.cur, drop.DevHdr) // counted once, with the ring, by breakRing
+		c.Drop(q.cur, drop.DevHdr) // counted once, with the ring, below
 		q.cur = nil
 	}
 	for i, b := range q.spare {
@@ -198,7 +132,8 @@ func (q *rxQueue) faulted(c *buffer.Cache, r *split, got *int) {
 		}
 	}
 	*got = q.got
-	q.breakRing(r, "guest memory faulted")
+	q.ctr.RxDrop(drop.DevHdr)
+	q.breakRing(r, RefusedRingFault)
 }
 
 // receive is Receive's burst, on a running ring, under Receive's guard:
@@ -208,7 +143,8 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 	r.setNoNotify(true)
 	avail, ok := r.pending()
 	if !ok {
-		q.breakRing(r, "available index more than a ring ahead")
+		q.ctr.RxDrop(drop.DevHdr)
+		q.breakRing(r, RefusedRingAhead)
 		return 0
 	}
 	n := min(int(avail), len(bufs), maxBurst)
@@ -229,7 +165,8 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		q.cur = b
 		head := r.availHead(r.lastAvail)
 		r.lastAvail++
-		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, r.segs[:0])
+		budget := int(r.num)
+		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, &budget, r.segs[:0])
 		// Completed whatever it held: the guest gets every buffer back.
 		r.putUsed(r.usedIdx, head, 0)
 		r.usedIdx++
@@ -238,7 +175,7 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 			if werr == walkTooBig {
 				reason = drop.PktTooBig
 			}
-			q.ctr.N[cBadChains]++
+			q.ctr.N[refusalCounter(chainRefusal(werr))]++
 			q.cur = nil
 			q.drop(c, b, reason)
 			continue
@@ -350,12 +287,13 @@ func (q *rxQueue) accept(r *split, b *buffer.Buf, segs [][]byte, total int) (boo
 	return true, drop.NotSpecified
 }
 
-// breakRing gives up a ring the guest corrupted, until it restarts.
-func (q *rxQueue) breakRing(r *split, why string) {
+// breakRing gives up a ring the guest corrupted, until it restarts,
+// with v.mu held: its kick is not watched meanwhile.
+func (q *rxQueue) breakRing(r *split, why Refusal) {
 	r.broken = true
-	q.ctr.N[cBrokenRings]++
-	q.ctr.RxDrop(drop.DevHdr)
+	q.ctr.N[refusalCounter(why)]++
 	q.ctr.Publish()
+	q.p.watchKick(q.v)
 	q.p.log.Warn("vhost-user ring stopped until restarted", "ring", q.v.index, "why", why)
 }
 
@@ -367,31 +305,39 @@ func offloadsOf(h vnet.Header, frame []byte) port.Offloads {
 }
 
 // call notifies the guest that the used entries from old on wait, if it
-// asked (split.needCall).
+// asked (split.needCall). A call the guest's saturated eventfd refuses
+// is counted as failed: the guest has a notification pending anyway.
 func (p *Port) call(v *vring, r *split, old uint16, ctr *counters) {
 	if v.callFD >= 0 && r.needCall(old) {
-		signalFD(v.callFD)
-		ctr.N[cCalls]++
+		if callGuest(v.callFD) {
+			ctr.N[cCalls]++
+		} else {
+			ctr.N[cCallsFailed]++
+		}
 	}
 }
 
-// txQueue fills the guest's receive ring.
+// txQueue fills a receive ring of the guest: its own pair's, or the one
+// remapTx routes it to.
 type txQueue struct {
-	_    [cacheline.Size]byte
-	p    *Port
-	v    *vring
-	segs []*buffer.Buf // software GSO's segments
-	copy *buffer.Buf   // a shared packet's copy whose checksum is finished
-	cur  *buffer.Buf   // the packet being sent, for faulted
-	sent int           // the packets the burst sent, for faulted
-	ctr  counters
-	_    [cacheline.Size]byte
+	_     [cacheline.Size]byte
+	p     *Port
+	route atomic.Pointer[txRoute]
+	v     *vring        // the ring of the burst, route's when it began
+	segs  []*buffer.Buf // software GSO's segments
+	copy  *buffer.Buf   // a shared packet's copy whose checksum is finished
+	cur   *buffer.Buf   // the packet being sent, for faulted
+	sent  int           // the packets the burst sent, for faulted
+	ctr   counters
+	_     [cacheline.Size]byte
 }
 
 var _ port.TxQueue = (*txQueue)(nil)
 
 func newTxQueue(p *Port, v *vring) *txQueue {
-	return &txQueue{p: p, v: v, segs: make([]*buffer.Buf, vnet.MaxSegments), ctr: newCounters()}
+	q := &txQueue{p: p, v: v, segs: make([]*buffer.Buf, vnet.MaxSegments), ctr: newCounters()}
+	q.route.Store(&txRoute{v: v})
+	return q
 }
 
 // Transmit copies each packet into the guest's receive buffers, merging
@@ -399,17 +345,26 @@ func newTxQueue(p *Port, v *vring) *txQueue {
 // frees it. The used entries are published with one index store and the
 // guest notified once per burst. While no front-end runs the ring, the
 // packets drop as DEV_READY; when the guest's ring is full, as FULL_RING.
+// A queue whose ring another queue shares (txRoute) waits for that
+// queue's burst to end.
 func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (sent int, err error) {
-	if !q.v.mu.TryLock() {
+	route := q.route.Load()
+	v := route.v
+	if route.shared {
+		v.txMu.Lock()
+		defer v.txMu.Unlock()
+	}
+	if !v.mu.TryLock() {
 		q.dropAll(c, bufs, drop.DevReady)
 		return 0, nil
 	}
-	defer q.v.mu.Unlock()
-	r := q.v.run
+	defer v.mu.Unlock()
+	r := v.run
 	if r == nil || r.broken {
 		q.dropAll(c, bufs, drop.DevReady)
 		return 0, nil
 	}
+	q.v = v
 	defer q.faulted(c, r, bufs, &sent)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	return q.transmit(c, r, bufs), nil
@@ -444,7 +399,7 @@ func (q *txQueue) faulted(c *buffer.Cache, r *split, bufs []*buffer.Buf, sent *i
 	if x == nil {
 		return
 	}
-	if _, fault := x.(interface{ Addr() uintptr }); !fault {
+	if !guestFault(x) {
 		panic(x)
 	}
 	for _, b := range append(q.segs, q.copy) {
@@ -460,7 +415,7 @@ func (q *txQueue) faulted(c *buffer.Cache, r *split, bufs []*buffer.Buf, sent *i
 		q.cur = nil
 	}
 	*sent = q.sent
-	q.breakRing(r, "guest memory faulted")
+	q.breakRing(r, RefusedRingFault)
 	q.dropAll(c, bufs, drop.DevReady) // and publishes the counters
 }
 
@@ -518,6 +473,7 @@ func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 	need := r.hdrLen + len(pkt)
 	segs := r.segs[:0]
 	chains, have := 0, 0
+	budget := int(r.num) // descriptors, over all the packet's chains
 	for have < need {
 		if chains == 1 && !r.mergeable {
 			return drop.PktTooBig // the guest's buffers are smaller than the packet
@@ -525,7 +481,7 @@ func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 		avail, ok := r.available(uint16(chains) + 1)
 		switch {
 		case !ok:
-			q.breakRing(r, "available index more than a ring ahead")
+			q.breakRing(r, RefusedRingAhead)
 			return drop.DevReady
 		case chains == int(avail):
 			return drop.FullRing
@@ -533,13 +489,15 @@ func (q *txQueue) deliver(r *split, h *vnet.Header, pkt []byte) drop.Reason {
 		head := r.availHead(r.lastAvail + uint16(chains))
 		var n int
 		var werr walkError
-		segs, n, werr = walk(r.desc, r.num, r.mem, head, true, maxBytesPerPacket, segs)
+		segs, n, werr = walk(r.desc, r.num, r.mem, head, true, need-have, &budget, segs)
 		if werr != walkOK {
-			q.ctr.N[cBadChains]++
-			q.breakRing(r, "bad receive descriptor chain: "+werr.String())
+			q.ctr.N[refusalCounter(chainRefusal(werr))]++
+			q.breakRing(r, RefusedRingBadChain)
 			return drop.DevHdr
 		}
-		r.heads[chains], r.lens[chains] = head, uint32(n)
+		// What the chain holds of the packet (its last buffer may hold
+		// more, of any length: a length past 32 bits must not wrap).
+		r.heads[chains], r.lens[chains] = head, uint32(min(n, need-have))
 		chains++
 		have += n
 	}
@@ -588,9 +546,9 @@ func (q *txQueue) writeHeader(r *split, segs [][]byte, h *vnet.Header, chains in
 }
 
 // breakRing gives up a ring the guest corrupted, until it restarts.
-func (q *txQueue) breakRing(r *split, why string) {
+func (q *txQueue) breakRing(r *split, why Refusal) {
 	r.broken = true
-	q.ctr.N[cBrokenRings]++
+	q.ctr.N[refusalCounter(why)]++
 	q.p.log.Warn("vhost-user ring stopped until restarted", "ring", q.v.index, "why", why)
 }
 

@@ -39,10 +39,10 @@ type walkError uint8
 const (
 	walkOK        walkError = iota
 	walkBadIndex            // a head or next index past the queue size
-	walkTooLong             // more descriptors than the queue has: a loop, or a forged chain
+	walkTooLong             // more descriptors than the queue has: a loop, or forged chains
 	walkBadMemory           // a buffer outside the guest's memory table
 	walkBadFlags            // indirect (not negotiated) or the wrong direction
-	walkTooBig              // more bytes than any packet has
+	walkTooBig              // more bytes than any packet has (from the guest)
 	numWalkErrors
 )
 
@@ -221,27 +221,37 @@ func (r *split) needCall(old uint16) bool {
 }
 
 // walk gathers the buffers of the descriptor chain at head into segs
-// (appended, up to its capacity), and returns them and
-// their total length. The guest is not trusted: every index, flag,
-// length and address is checked, each descriptor is read once, and a
-// chain of more descriptors than the ring has is refused, so a loop ends.
-// writable says which buffers the chain must have: device-writable
-// (a receive buffer for the guest) or device-readable (a packet from
-// it). limit bounds the total length.
-func walk(desc []byte, num uint16, mem *memTable, head uint16, writable bool, limit int, segs [][]byte) ([][]byte, int, walkError) {
+// (appended, up to its capacity), and returns them and their total
+// length. The guest is not trusted: every index, flag, length and
+// address is checked, each descriptor is read once, and *budget, the
+// descriptors the caller's packet may still read, bounds the walk: a
+// packet's chains together read no more descriptors than the ring has
+// (an honest driver's chains never share one), so a loop or chains
+// forged to share descriptors end.
+//
+// writable says which buffers the chain must have. Device-readable (a
+// packet from the guest): limit bounds the total, and a chain longer
+// than that is walkTooBig. Device-writable (receive buffers for the
+// guest): limit is what the packet still needs, and the chain's buffers
+// past it are checked but not gathered, so that a chain of any length
+// is used as far as the packet needs (Linux posts 17 pages per chain
+// without mergeable buffers, more than any packet); total counts what
+// was gathered.
+func walk(desc []byte, num uint16, mem *memTable, head uint16, writable bool, limit int, budget *int, segs [][]byte) ([][]byte, int, walkError) {
 	total := 0
 	i := head
 	want := uint16(0)
 	if writable {
 		want = descWrite
 	}
-	for n := 0; ; n++ {
+	for {
 		if i >= num || int(i)*descLen+descLen > len(desc) {
 			return segs, total, walkBadIndex
 		}
-		if n >= int(num) {
+		if *budget <= 0 {
 			return segs, total, walkTooLong
 		}
+		*budget--
 		d := desc[int(i)*descLen : int(i)*descLen+descLen]
 		addr := binary.LittleEndian.Uint64(d)
 		length := binary.LittleEndian.Uint32(d[8:])
@@ -251,20 +261,22 @@ func walk(desc []byte, num uint16, mem *memTable, head uint16, writable bool, li
 			return segs, total, walkBadFlags
 		}
 		if length > 0 {
-			if uint64(total)+uint64(length) > uint64(limit) {
+			if !writable && uint64(total)+uint64(length) > uint64(limit) {
 				return segs, total, walkTooBig
 			}
 			b := mem.guest(addr, length)
 			if b == nil {
 				return segs, total, walkBadMemory
 			}
-			if len(segs) == cap(segs) {
-				// The scratch space (the queue size) is full: only a
-				// forged packet spans more buffers.
-				return segs, total, walkTooLong
+			if !writable || total < limit {
+				if len(segs) == cap(segs) {
+					// The scratch space (the queue size) is full: only a
+					// forged packet spans more buffers.
+					return segs, total, walkTooLong
+				}
+				segs = append(segs, b)
+				total += int(length)
 			}
-			segs = append(segs, b)
-			total += int(length)
 		}
 		if flags&descNext == 0 {
 			return segs, total, walkOK

@@ -3,9 +3,11 @@ package vxlan
 import (
 	"fmt"
 	"net/netip"
-	"path"
+
 	"strings"
 	"time"
+
+	"softnet.dev/internal/netns"
 )
 
 // Defaults of the zero fields of a Config.
@@ -24,6 +26,12 @@ const (
 	maxQueues         = 256
 )
 
+// MaxRemotes bounds a port's remotes: a frame flooded costs a datagram
+// to each (sent 256 to a system call), and each queue keeps every
+// remote's address. Kubernetes clusters stop at 5000 nodes, each a
+// remote of an overlay such as Flannel's.
+const MaxRemotes = 16384
+
 // Config describes a VXLAN port: one VNI, reached over UDP from a local
 // address to a list of remote VTEPs (VXLAN tunnel endpoints), the
 // kernel's `ip link add NAME type vxlan id VNI local LOCAL dstport PORT`
@@ -34,7 +42,7 @@ type Config struct {
 	// Local is the underlay address the port sends from and receives
 	// on, and the UDP port it receives on (0: Port).
 	Local   netip.AddrPort
-	Remotes []netip.Addr // the flood list; datagrams from others are dropped
+	Remotes []netip.Addr // the flood list (at most MaxRemotes); datagrams from others are dropped
 	NetNS   string       // the underlay's namespace, as tun.Config's
 	// Port is the remote VTEPs' UDP port (default DefaultPort; the
 	// kernel's vxlan uses 8472 unless given dstport).
@@ -114,6 +122,8 @@ func (cfg Config) Validate() error {
 		return fail("local address %v: write IPv4 addresses as such", local)
 	case len(cfg.Remotes) == 0:
 		return fail("no remote: want at least one")
+	case len(cfg.Remotes) > MaxRemotes:
+		return fail("%d remotes: want at most %d", len(cfg.Remotes), MaxRemotes)
 	case cfg.Queues < 1 || cfg.Queues > maxQueues:
 		return fail("%d queues: want 1 to %d", cfg.Queues, maxQueues)
 	case cfg.SrcPortMin == 0 || cfg.SrcPortMin > cfg.SrcPortMax:
@@ -122,7 +132,7 @@ func (cfg Config) Validate() error {
 		return fail("max entries %d: want at least 1", cfg.MaxEntries)
 	case cfg.AgeingTime < 0:
 		return fail("ageing time %v is negative", cfg.AgeingTime)
-	case !validNetNS(cfg.NetNS):
+	case !netns.Valid(cfg.NetNS):
 		return fail("invalid namespace %q: want a name or an absolute path", cfg.NetNS)
 	}
 	seen := map[netip.Addr]bool{}
@@ -155,16 +165,4 @@ func (cfg Config) Validate() error {
 		return fail("VTEP MAC %x: a routed port needs a unicast MAC of its own", cfg.VTEPMAC)
 	}
 	return nil
-}
-
-// validNetNS accepts a name as `ip netns` takes it, or a clean absolute
-// path, as package tun does.
-func validNetNS(ns string) bool {
-	switch {
-	case strings.ContainsRune(ns, 0):
-		return false
-	case strings.HasPrefix(ns, "/"):
-		return path.Clean(ns) == ns && ns != "/"
-	}
-	return !strings.Contains(ns, "/") && ns != "." && ns != ".."
 }

@@ -197,6 +197,7 @@ func TestConfigValidate(t *testing.T) {
 			c.Remotes = []netip.Addr{netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.2")}
 		},
 		"multicast remote": func(c *Config) { c.Remotes = []netip.Addr{netip.MustParseAddr("239.1.1.1")} },
+		"too many remotes": func(c *Config) { c.Remotes = manyRemotes(MaxRemotes + 1) },
 		"queues":           func(c *Config) { c.Queues = maxQueues + 1 },
 		"source ports":     func(c *Config) { c.SrcPortMin, c.SrcPortMax = 100, 50 },
 		"netns":            func(c *Config) { c.NetNS = "a/b" },
@@ -216,6 +217,21 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+	most := good
+	most.Remotes = manyRemotes(MaxRemotes)
+	if err := most.Validate(); err != nil {
+		t.Errorf("%d remotes: %v", MaxRemotes, err)
+	}
+}
+
+// manyRemotes returns n distinct remotes from 198.19.0.1 on.
+func manyRemotes(n int) []netip.Addr {
+	rs := make([]netip.Addr, n)
+	a := netip.MustParseAddr("198.19.0.1")
+	for i := range rs {
+		rs[i], a = a, a.Next()
+	}
+	return rs
 }
 
 // tcpFrame returns an Ethernet frame with a TCP/IPv4 segment of payload

@@ -17,20 +17,43 @@ import (
 // station learned or looked up, names a remote of one set.
 type peers struct {
 	remotes []netip.Addr
-	static  []StaticEntry
-	fdb     *fdb
-	routes  []route // longest prefix first
-	mtu     int     // Port.MTU's
+	// sources are the remotes sorted, and bySource each one's index in
+	// remotes: a datagram's source, a route's next hop or a station's
+	// remote is found by a binary search, however many remotes an
+	// overlay of hundreds of nodes has.
+	sources  []netip.Addr
+	bySource []int32
+	static   []StaticEntry
+	fdb      *fdb
+	routes   []route // longest prefix first
+	mtu      int     // Port.MTU's
 }
 
 // newPeers is the set of remotes and static stations with no route, an
 // empty table and the inner MTU mtu.
 func newPeers(cfg Config, remotes []netip.Addr, static []StaticEntry, mtu int) *peers {
+	pe := &peers{remotes: slices.Clone(remotes), static: slices.Clone(static), mtu: mtu}
+	for i := range remotes {
+		pe.bySource = append(pe.bySource, int32(i))
+	}
+	slices.SortFunc(pe.bySource, func(i, j int32) int { return remotes[i].Compare(remotes[j]) })
+	for _, i := range pe.bySource {
+		pe.sources = append(pe.sources, remotes[i])
+	}
 	byIndex := map[[6]byte]int32{}
 	for _, e := range static {
-		byIndex[e.MAC] = int32(slices.Index(remotes, e.Remote))
+		byIndex[e.MAC] = int32(pe.index(e.Remote))
 	}
-	return &peers{remotes: slices.Clone(remotes), static: slices.Clone(static), fdb: newFDB(cfg.MaxEntries, cfg.AgeingTime, byIndex), mtu: mtu}
+	pe.fdb = newFDB(cfg.MaxEntries, cfg.AgeingTime, byIndex)
+	return pe
+}
+
+// index returns a's index in the remotes, or -1.
+func (pe *peers) index(a netip.Addr) int {
+	if i, ok := slices.BinarySearchFunc(pe.sources, a, netip.Addr.Compare); ok {
+		return int(pe.bySource[i])
+	}
+	return -1
 }
 
 // route returns the route of dst, longest prefix first, or nil.
@@ -48,7 +71,7 @@ func (pe *peers) route(dst netip.Addr) *route {
 func (pe *peers) resolve(name string, rs []Route) ([]route, error) {
 	out := make([]route, 0, len(rs))
 	for _, r := range rs {
-		i := slices.Index(pe.remotes, r.Via)
+		i := pe.index(r.Via)
 		j := slices.IndexFunc(pe.static, func(e StaticEntry) bool { return e.Remote == r.Via })
 		switch {
 		case i < 0:
@@ -97,7 +120,7 @@ func (p *Port) SetRemotes(remotes []netip.Addr, static []StaticEntry) error {
 	now := clock()
 	learned := map[[6]byte]*fdbEntry{}
 	for mac, e := range *cur.fdb.table.Load() {
-		i := slices.Index(remotes, cur.remotes[e.remote])
+		i := next.index(cur.remotes[e.remote])
 		if _, static := next.fdb.static[mac]; i < 0 || static || now-e.seen.Load() > cur.fdb.ageing {
 			continue
 		}

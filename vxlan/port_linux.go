@@ -97,9 +97,10 @@ func Open(cfg Config) (*Port, error) {
 	return p, nil
 }
 
-func (p *Port) family() int { return family(p.cfg) }
+func (p *Port) family() int { return p.cfg.family() }
 
-func family(cfg Config) int {
+// family is the underlay's address family, its local address's.
+func (cfg Config) family() int {
 	if cfg.Local.Addr().Is4() {
 		return unix.AF_INET
 	}
@@ -114,12 +115,12 @@ func family(cfg Config) int {
 // a route.
 func innerMTU(cfg Config, remotes []netip.Addr) int {
 	overhead, level, opt := OverheadV4, unix.IPPROTO_IP, unix.IP_MTU
-	if family(cfg) == unix.AF_INET6 {
+	if cfg.family() == unix.AF_INET6 {
 		overhead, level, opt = OverheadV6, unix.IPPROTO_IPV6, unix.IPV6_MTU
 	}
 	least := 0
 	for _, r := range remotes {
-		fd, err := unix.Socket(family(cfg), unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		fd, err := unix.Socket(cfg.family(), unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 		if err != nil {
 			continue
 		}

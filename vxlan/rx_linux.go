@@ -3,6 +3,7 @@ package vxlan
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -66,12 +67,9 @@ type rxQueue struct {
 	p   *Port
 	fd  int
 	vni uint32
-	// peers are the port's as the queue took them last (sync), with
-	// their remotes' addresses as the socket reports sources: 4 bytes
-	// each over IPv4, 16 over IPv6.
-	peers    *peers
-	remotes4 [][4]byte
-	remotes6 [][16]byte
+	// peers are the port's as the queue took them last (sync): the
+	// remotes a datagram's source is looked up in.
+	peers *peers
 	// The class Receive takes buffers of, for the pool it was computed
 	// for (a queue is polled through one worker's cache).
 	pool  *buffer.Pool
@@ -141,23 +139,9 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 	return q
 }
 
-// sync takes the port's peers if they changed, between two bursts: the
+// sync takes the port's peers as they are now, between two bursts: the
 // messages received and not split yet name remotes of the last set.
-func (q *rxQueue) sync() {
-	pe := q.p.peers.Load()
-	if pe == q.peers {
-		return
-	}
-	q.peers = pe
-	q.remotes4, q.remotes6 = q.remotes4[:0], q.remotes6[:0]
-	for _, r := range pe.remotes {
-		if r.Is4() {
-			q.remotes4 = append(q.remotes4, r.As4())
-		} else {
-			q.remotes6 = append(q.remotes6, r.As16())
-		}
-	}
-}
+func (q *rxQueue) sync() { q.peers = q.p.peers.Load() }
 
 // syncPool picks the smallest class whose buffers hold minRoom, or the
 // largest.
@@ -531,22 +515,16 @@ func (q *rxQueue) purge(c *buffer.Cache) {
 // remote returns the index in the port's remotes of a datagram's
 // source, or -1.
 func (q *rxQueue) remote(sa *unix.RawSockaddrInet6, namelen uint32) int {
+	var a netip.Addr
 	switch {
 	case sa.Family == unix.AF_INET && namelen >= unix.SizeofSockaddrInet4:
-		a := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa)).Addr
-		for i, r := range q.remotes4 {
-			if r == a {
-				return i
-			}
-		}
+		a = netip.AddrFrom4((*unix.RawSockaddrInet4)(unsafe.Pointer(sa)).Addr)
 	case sa.Family == unix.AF_INET6 && namelen >= unix.SizeofSockaddrInet6:
-		for i, r := range q.remotes6 {
-			if r == sa.Addr {
-				return i
-			}
-		}
+		a = netip.AddrFrom16(sa.Addr)
+	default:
+		return -1
 	}
-	return -1
+	return q.peers.index(a)
 }
 
 // FD returns the socket: level-triggered readable while datagrams wait.

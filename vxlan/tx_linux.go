@@ -225,64 +225,24 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 
 // queueMarked queues a packet whose virtio-net header sits right
 // before its data: segmented if it is a GSO packet, with its checksum
-// finished if it asks for that.
+// finished if it asks for that (vnet.Resolve).
 func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
-	head := b.Headroom()
-	if head < vnet.HeaderLen {
-		q.drop(c, b, drop.DevHdr)
+	n, how, reason := vnet.Resolve(c, b, q.layer, q.segs)
+	if n == 0 {
+		q.drop(c, b, reason)
 		return
 	}
-	h, _ := vnet.Decode(b.Frame()[head-vnet.HeaderLen : head])
-	switch {
-	case h.IsGSO():
-		n, reason := vnet.Segment(c, h, b.Bytes(), q.layer, q.segs)
-		if n == 0 {
-			q.drop(c, b, reason)
-			return
-		}
-		c.Consume(b) // its data lives on in the segments
+	switch how {
+	case vnet.Segmented:
 		q.ctr.N[cSegmented]++
 		q.ctr.N[cSegments] += uint64(n)
-		for _, s := range q.segs[:n] {
-			q.queue(c, s, orig, now)
-		}
-		clear(q.segs[:n])
-	case h.NeedsCsum():
-		if b.Refs() > 1 {
-			// Its other holders may be reading it: finish a copy.
-			cp, reason := copyOf(c, b)
-			c.Consume(b)
-			if cp == nil {
-				q.ctr.TxDrop(reason)
-				return
-			}
-			b = cp
-		}
-		if !vnet.FinishChecksum(h, b.Bytes()) {
-			q.drop(c, b, drop.DevHdr)
-			return
-		}
+	case vnet.Finished:
 		q.ctr.N[cCsumFinished]++
-		q.queue(c, b, orig, now)
-	default:
-		q.queue(c, b, orig, now)
 	}
-}
-
-// copyOf returns a copy of b's data in a buffer of its own, or nil and
-// why not.
-func copyOf(c *buffer.Cache, b *buffer.Buf) (*buffer.Buf, drop.Reason) {
-	class, ok := c.Pool().ClassFor(b.Len())
-	if !ok {
-		return nil, drop.PktTooBig
+	for _, s := range q.segs[:n] {
+		q.queue(c, s, orig, now)
 	}
-	cp, err := c.Get(class)
-	if err != nil {
-		return nil, drop.NoMem
-	}
-	d, _ := cp.Append(b.Len())
-	copy(d, b.Bytes())
-	return cp, drop.NotSpecified
+	clear(q.segs[:n])
 }
 
 func (q *txQueue) drop(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
@@ -332,6 +292,11 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 	sock := int32(senderOf(flowHash(f), len(q.senders)))
 	fits := q.mtu > 0 && len(f) <= q.mtu+14
 	for _, r := range to {
+		if q.nmsg == maxMsgs {
+			// Flooded to more remotes than one flush sends: the rest
+			// go with the next, the frame's buffer held until then.
+			pi = q.flushHolding(c)
+		}
 		q.message(pi, r, f, sock, fits)
 	}
 }
@@ -368,9 +333,11 @@ func (q *txQueue) queueRouted(c *buffer.Cache, b *buffer.Buf, orig int32) {
 }
 
 // hold keeps b among the buffers of the queued messages, after sending
-// those queued if n more would not fit, and returns its index.
+// those queued if n more would not fit (a flood to more than maxMsgs
+// remotes starts a flush of its own and continues in the next: see
+// flushHolding), and returns its index.
 func (q *txQueue) hold(c *buffer.Cache, b *buffer.Buf, orig int32, n int) int32 {
-	if q.nmsg+n > maxMsgs {
+	if q.nmsg+min(n, maxMsgs) > maxMsgs {
 		q.flush(c)
 	}
 	q.pend = append(q.pend, b)
@@ -427,13 +394,40 @@ func (q *txQueue) tooBig(c *buffer.Cache, f []byte) bool {
 
 // flush sends the queued datagrams and frees their buffers.
 func (q *txQueue) flush(c *buffer.Cache) {
+	q.send()
+	q.release(c, len(q.pend))
+}
+
+// flushHolding sends the queued datagrams and frees their buffers but
+// the one held last, a frame flooded to more remotes than fit one
+// flush: it stays held, with what its datagrams met so far, as the
+// first buffer of the next flush. It returns that index.
+func (q *txQueue) flushHolding(c *buffer.Cache) int32 {
+	q.send()
+	last := len(q.pend) - 1
+	b, sent, reason, orig := q.pend[last], q.pendSent[last], q.pendReason[last], q.pendOrig[last]
+	q.release(c, last)
+	q.pend, q.pendSent = append(q.pend, b), append(q.pendSent, sent)
+	q.pendReason, q.pendOrig = append(q.pendReason, reason), append(q.pendOrig, orig)
+	return 0
+}
+
+// send sends the queued datagrams, one socket after another, noting
+// which left.
+func (q *txQueue) send() {
 	for sock := range q.senders {
 		if q.bySock[sock].first >= 0 {
 			q.flushSocket(sock)
 			q.bySock[sock] = sockList{-1, -1}
 		}
 	}
-	for i, b := range q.pend {
+}
+
+// release frees the first n held buffers, whose datagrams were sent,
+// and empties the queue of messages: consumed if any of a buffer's
+// datagrams left, else dropped with the reason of the last that failed.
+func (q *txQueue) release(c *buffer.Cache, n int) {
+	for i, b := range q.pend[:n] {
 		if q.pendSent[i] {
 			c.Consume(b)
 			if o := q.pendOrig[i]; o != q.counted {

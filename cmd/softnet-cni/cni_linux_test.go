@@ -755,6 +755,17 @@ func TestBadInput(t *testing.T) {
 		{"netns relative", env("ADD", map[string]string{"CNI_NETNS": "netns/x"}), good, types.ErrInvalidEnvironmentVariables, "absolute path"},
 		{"ifname too long", env("ADD", map[string]string{"CNI_IFNAME": "a-name-too-long-for-linux"}), good, types.ErrInvalidEnvironmentVariables, "too long"},
 		{"ifname used", env("ADD", map[string]string{"CNI_IFNAME": "lo"}), good, types.ErrInvalidEnvironmentVariables, "already has an interface"},
+		// Names Linux takes but a port spec cannot: each would reach the
+		// switch as options of the port. With no switch to ask, the
+		// refusal is still the name's: nothing asked the switch first.
+		{"ifname with router option", env("ADD", map[string]string{"CNI_IFNAME": "e,router=on"}), good, types.ErrInvalidEnvironmentVariables, `CNI_IFNAME="e,router=on"`},
+		{"ifname with netns option", env("ADD", map[string]string{"CNI_IFNAME": "e,netns=foo"}), good, types.ErrInvalidEnvironmentVariables, `CNI_IFNAME="e,netns=foo"`},
+		{"ifname with =", env("ADD", map[string]string{"CNI_IFNAME": "e=x"}), good, types.ErrInvalidEnvironmentVariables, "separate a port's options"},
+		{"ifname with an option, no switch", env("ADD", map[string]string{"CNI_IFNAME": "e,router=on"}), with("socket", stopped), types.ErrInvalidEnvironmentVariables, "separate a port's options"},
+		// Names Linux refuses that the CNI library lets through.
+		{"ifname with byte 0xa0", env("ADD", map[string]string{"CNI_IFNAME": "e\xa0"}), good, types.ErrInvalidEnvironmentVariables, "Linux refuses"},
+		{"ifname pattern", env("ADD", map[string]string{"CNI_IFNAME": "eth%d"}), good, types.ErrInvalidEnvironmentVariables, "patterns"},
+		{"netns with an option", env("ADD", map[string]string{"CNI_NETNS": "/var/run/netns/x,router=on"}), good, types.ErrInvalidEnvironmentVariables, "without commas"},
 		{"incompatible version", env("ADD", nil), n.stdin("9.9.9", nil), types.ErrIncompatibleCNIVersion, "incompatible"},
 		{"GC before 1.1.0", env("GC", nil), n.stdin("1.0.0", nil), types.ErrIncompatibleCNIVersion, "GC"},
 		{"no name", env("ADD", nil), without("name"), types.ErrInvalidNetworkConfig, "name"},

@@ -45,6 +45,9 @@ func ipamError(conf *netConf, verb string, err error) error {
 }
 
 func cmdAdd(args *skel.CmdArgs) (err error) {
+	if err := checkIfName(args.IfName); err != nil {
+		return err
+	}
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
 		return err

@@ -99,12 +99,19 @@ With --vhost lab measures vhost-user ports, for VMs, instead: DPDK's
 dpdk-testpmd (Debian package dpdk-dev) with two virtio-user ports sends
 64- and 1500-byte frames in a loop through (a) softnet's two vhost-user
 ports bridged in one switch, its worker on CPU 0 (as with switch --cpus 0),
-and (b) DPDK's own vhost back-end (testpmd net_vhost ports, io forwarding,
-on CPU 0), the reference. It reports Mpps, Gbit/s, the back-end's CPU per
+(b) DPDK's own vhost back-end (testpmd net_vhost ports, io forwarding,
+on CPU 0), the reference, and (c) Open vSwitch with DPDK (Debian package
+openvswitch-switch-dpdk; skipped with a message when it is not installed):
+a netdev bridge of two dpdkvhostuser ports, the NORMAL action, one PMD
+thread on CPU 0. Lab runs its own ovsdb-server and ovs-vswitchd, in a run
+directory and a network namespace of their own, and never touches a
+system Open vSwitch. --vhost-backends picks some of the three. It reports
+Mpps, Gbit/s, each back-end's CPU time per packet (the process's and its
+forwarding thread's), Open vSwitch's flow-cache hits and cycles per
 packet, allocations per packet, the ports' drops, softnet's worker rounds
-and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes 512 MiB of
-2 MiB hugepages (vm.nr_hugepages raised by what is missing, lowered
-after).`,
+and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
+512 MiB of 2 MiB hugepages, and 256 MiB more for Open vSwitch
+(vm.nr_hugepages raised by as much, lowered after).`,
 		Example: `  sudo softnet lab
   sudo softnet lab --ladder --plot ladder.svg
   sudo softnet lab --duration 5s --modes udp --json > udp.jsonl
@@ -114,7 +121,8 @@ after).`,
   sudo softnet lab --ports 250 --workers 2 --io syscall --tap
   sudo softnet lab --overlay --overlay-mode both --runs 3
   sudo softnet lab --overlay --overlay-mode l3 --underlay-ipv6 --json
-  sudo softnet lab --vhost --duration 10s`,
+  sudo softnet lab --vhost --duration 10s
+  sudo softnet lab --vhost --vhost-backends softnet,ovs-dpdk`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("lab takes no arguments, got %q", args)}
@@ -223,7 +231,8 @@ after).`,
 	f.BoolVar(&overlay, "overlay", false, "measure guests across two hosts over VXLAN instead of the variants")
 	f.StringVar(&overlayMode, "overlay-mode", "l2", "--overlay: l2 (bridged), l3 (routed) or both")
 	f.BoolVar(&opts.UnderlayIPv6, "underlay-ipv6", false, "--overlay: an IPv6 underlay (2001:db8:100::/64) instead of IPv4")
-	f.BoolVar(&opts.Vhost, "vhost", false, "measure vhost-user ports with DPDK's testpmd against DPDK's own back-end instead of the variants")
+	f.BoolVar(&opts.Vhost, "vhost", false, "measure vhost-user ports with DPDK's testpmd against DPDK's own back-end and Open vSwitch with DPDK instead of the variants")
+	f.StringSliceVar(&opts.VhostBackends, "vhost-backends", nil, "--vhost: the back-ends to measure, of softnet, dpdk-vhost and ovs-dpdk (default all)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 
 func TestLabHelp(t *testing.T) {
 	out, _, code := run(t, "lab", "--help")
-	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn", "--overlay", "--overlay-mode", "--underlay-ipv6", "kernel-kernel", "--vhost", "dpdk-dev"} {
+	for _, want := range []string{"kernel-veth", "wireguard-go", "softnet-tun", "--ladder", "--peers", "--tap", "--duration", "--json", "--plot", "--cpuprofile", "--runs", "udp-gso", "latency", "pdr", "--ports", "--workers", "--io", "--idle", "--churn", "--overlay", "--overlay-mode", "--underlay-ipv6", "kernel-kernel", "--vhost", "dpdk-dev", "--vhost-backends", "openvswitch-switch-dpdk"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, help lacks %q:\n%s", code, want, out)
 		}
@@ -61,6 +61,9 @@ func TestLabUsageErrors(t *testing.T) {
 		{"lab", "--vhost", "--ladder"},
 		{"lab", "--vhost", "--runs", "2"},
 		{"lab", "--vhost", "--tap"},
+		{"lab", "--vhost", "--vhost-backends", "vpp"},
+		{"lab", "--vhost", "--vhost-backends", "softnet,softnet"},
+		{"lab", "--vhost-backends", "ovs-dpdk"},
 	} {
 		_, stderr, code := run(t, args...)
 		if code != exitUsage {

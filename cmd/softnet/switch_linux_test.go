@@ -203,7 +203,11 @@ func guest(t *testing.T, ns *netnstest.NS, dev string, n int) {
 	mustExec(t, ns, "ip", "route", "add", "198.18.0.0/16", "dev", dev)
 }
 
-func ping(ns *netnstest.NS, to string) error {
+// ping sends two echo requests from ns to the address to; without ping
+// the test skips, naming its package.
+func ping(t *testing.T, ns *netnstest.NS, to string) error {
+	t.Helper()
+	netnstest.RequireTools(t, "ping")
 	_, err := ns.Exec("ping", "-c", "2", "-i", "0.2", "-W", "2", to)
 	return err
 }
@@ -225,7 +229,7 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		"--route", "198.18.1.0/24=sc1", "--route", "198.18.2.0/24=sc2")
 	guest(t, ns[0], "sc1", 1)
 	guest(t, ns[1], "sc2", 2)
-	if err := ping(ns[0], "198.18.2.1"); err != nil {
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -251,7 +255,7 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 	sp.mustCtl(t, "route", "add", "198.18.3.0/24=sc3")
 	guest(t, ns[2], "sc3", 3)
 	for _, to := range []string{"198.18.1.1", "198.18.2.1"} {
-		if err := ping(ns[2], to); err != nil {
+		if err := ping(t, ns[2], to); err != nil {
 			t.Errorf("from the added port's guest: %v", err)
 		}
 	}
@@ -323,7 +327,7 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		msg, _ := r["msg"].(string)
 		return strings.Contains(msg, "nothing to reload")
 	})
-	if err := ping(ns[0], "198.18.2.1"); err != nil {
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
 		t.Errorf("after SIGHUP: %v", err)
 	}
 	sp.stop(t)
@@ -419,7 +423,7 @@ func TestSwitchSIGHUP(t *testing.T) {
 	}
 	guest(t, ns[2], "sh3", 3)
 	for _, to := range []string{"198.18.1.1", "198.18.2.1"} {
-		if err := ping(ns[2], to); err != nil {
+		if err := ping(t, ns[2], to); err != nil {
 			t.Errorf("from the reloaded port's guest: %v", err)
 		}
 	}
@@ -453,7 +457,7 @@ func TestSwitchSIGHUP(t *testing.T) {
 	if _, err := ns[2].Exec("ip", "link", "show", "sh3"); err != nil {
 		t.Errorf("sh3 gone after the failed reloads: %v", err)
 	}
-	if err := ping(ns[0], "198.18.2.1"); err != nil {
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
 		t.Errorf("after the reloads: %v", err)
 	}
 
@@ -510,6 +514,7 @@ func TestSwitchControlGroup(t *testing.T) {
 // softnet ctl capture and drops --watch, open when the switch stops, end
 // cleanly and say that the switch stopped.
 func TestCtlStreamsEndWhenTheSwitchStops(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	netnstest.RequireRoot(t)
 	bin := buildSoftnet(t)
 	var ns [2]*netnstest.NS
@@ -565,7 +570,7 @@ func TestCtlStreamsEndWhenTheSwitchStops(t *testing.T) {
 		ns[0].Inject(t, "ss1", false, pkt)
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := ping(ns[0], "198.18.2.1"); err != nil {
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	sp.stop(t)

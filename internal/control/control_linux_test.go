@@ -120,6 +120,7 @@ func (ls *liveSwitch) stopNow(t *testing.T, between func()) {
 
 func (ls *liveSwitch) ping(t *testing.T, n int) {
 	t.Helper()
+	netnstest.RequireTools(t, "ping")
 	if out, err := ls.ns[0].Exec("ping", "-c", fmt.Sprint(n), "-i", "0.2", "-W", "2", "198.18.2.1"); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/internal/vswitch/portkind"
 )
 
 // metric describes one of softnet's metrics.
@@ -37,6 +38,15 @@ var (
 	mLearning  = metric("learning_total", "Learning events: new entries (learned), entries that moved to another port (moved), moves refused within the hold time or by policy (moves_refused), sources not learned because the table or the port's share was full (table_full) or the port may not send from them (not_allowed), entries aged out (aged).", "table", "kind")
 )
 
+// kindMetrics are the kinds' own metrics, as their units name them.
+var kindMetrics = func() map[*portkind.Metric]*prometheus.Desc {
+	out := map[*portkind.Metric]*prometheus.Desc{}
+	for _, m := range vswitch.KindMetrics() {
+		out[m] = metric(m.Name, m.Help, append([]string{"port"}, m.Labels...)...)
+	}
+	return out
+}()
+
 // collector turns a switch's statistics into metrics when scraped. It
 // reads the counters the workers publish for every view (stats, the
 // report), so a scrape costs the datapath nothing.
@@ -44,6 +54,9 @@ type collector struct{ sw *vswitch.Switch }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
+		ch <- d
+	}
+	for _, d := range kindMetrics {
 		ch <- d
 	}
 }
@@ -84,6 +97,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}{{"gso_in", d.GSOIn}, {"gso_out", d.GSOOut}, {"segmented", d.Segmented}, {"segments", d.Segments},
 				{"csum_finished", d.CsumFinished}, {"coalesced", d.Coalesced}, {"coalesced_segs", d.CoalescedSegs}} {
 				counter(mOffload, k.v, p.Name, k.kind)
+			}
+			if d.Own != nil {
+				d.Own.Collect(func(m *portkind.Metric, v uint64, labels ...string) {
+					counter(kindMetrics[m], v, append([]string{p.Name}, labels...)...)
+				})
 			}
 			if k := d.Kernel; k != nil {
 				counter(mKernel, k.TxPackets, p.Name, "tx_packets")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/netnstest"
 	"softnet.dev/packet"
 )
 
@@ -19,6 +20,7 @@ import (
 // with their trailers saying so, and their handlers are gone before the
 // switch closes.
 func TestStreamsEndWhenTheSwitchStops(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	ls := startLive(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/vhostuser"
@@ -68,6 +71,44 @@ func TestAPIVhostUserPort(t *testing.T) {
 	}
 	if len(rep.Devices) != 1 || rep.Devices[0].VhostUser == nil || rep.Devices[0].VhostUser.Connected {
 		t.Errorf("stats' devices %+v", rep.Devices)
+	}
+	// A front-end that sends a header of version 2: refused, and the
+	// refusal is in the stats, their text and the metrics.
+	fe, err := net.Dial("unix", vsock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fe.Close()
+	if _, err := fe.Write([]byte{1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := ls.client.Get(ctx, "/v1/stats", &rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Devices) == 1 && rep.Devices[0].VhostUser != nil && rep.Devices[0].VhostUser.Refusals[vhostuser.RefusedMalformed] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no malformed message counted in the stats: %+v", rep.Devices)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// softnet ctl stats prints the report it reads from the same JSON.
+	var full vswitch.Report
+	if err := ls.client.Get(ctx, "/v1/stats", &full); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := full.WriteText(&text); err != nil || !strings.Contains(text.String(), "refused of the front-end and guest: malformed 1\n") {
+		t.Errorf("the stats' text (%v) does not show the refusal:\n%s", err, text.String())
+	}
+	rec := httptest.NewRecorder()
+	MetricsHandler(sw).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{`softnet_vhost_user_refusals_total{port="vm1",reason="malformed"} 1`, `softnet_vhost_user_refusals_total{port="vm1",reason="not_eventfd"} 0`} {
+		if !strings.Contains(rec.Body.String(), line+"\n") {
+			t.Errorf("metrics without %s", line)
+		}
 	}
 	if err := ls.client.Delete(ctx, "/v1/ports/vm1"); err != nil {
 		t.Fatal(err)

@@ -1,11 +1,12 @@
 //go:build linux
 
-// Package dpdk runs DPDK's dpdk-testpmd for softnet's tests and lab: on
-// 2 MiB hugepages of its own (vm.nr_hugepages raised by what it needs
-// and lowered by as much after, a private hugetlbfs mount), under a
-// unique --file-prefix, and removes what it leaves behind (its hugepage
-// files, /var/run/dpdk/PREFIX) when it stops. Several testpmd processes,
-// of this program or others, may run at once.
+// Package dpdk runs DPDK's dpdk-testpmd, and Open vSwitch with DPDK
+// (ovs.go), for softnet's tests and lab: on 2 MiB hugepages of their own
+// (vm.nr_hugepages raised by what they need and lowered by as much after,
+// a private hugetlbfs mount), under a unique --file-prefix, and removes
+// what they leave behind (hugepage files, /var/run/dpdk/PREFIX, Open
+// vSwitch's run directory) when they stop. Several such processes, of
+// this program or others, may run at once.
 package dpdk
 
 import (
@@ -22,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -57,9 +57,23 @@ type Hugepages struct {
 }
 
 // ReserveHugepages adds mib MiB of 2 MiB hugepages to the pool, raising
-// vm.nr_hugepages by as many, and mounts a hugetlbfs on a new directory.
-// Release undoes both.
-func ReserveHugepages(mib int) (h *Hugepages, err error) {
+// vm.nr_hugepages by as many, and mounts a hugetlbfs on a new directory
+// that reserves them for the files of the processes that use it (testpmd
+// in its default memory mode). Release undoes both.
+func ReserveHugepages(mib int) (*Hugepages, error) { return reserveHugepages(mib, true) }
+
+// ReserveInMemoryHugepages raises the pool as ReserveHugepages does, for
+// a DPDK process in --in-memory mode (Open vSwitch's default), which takes
+// its pages with memfd_create from the pool and not as files on a mount.
+// The mount reserves nothing, then: a reservation would keep from such a
+// process the very pages added for it. It only gives EAL a hugetlbfs of
+// the process's own (--huge-dir), so that EAL neither looks into another's
+// mount nor removes the files it finds there. Every process of softnet's
+// raises the pool by what it takes, under the same lock; one of another
+// program's that takes free pages without may take these first.
+func ReserveInMemoryHugepages(mib int) (*Hugepages, error) { return reserveHugepages(mib, false) }
+
+func reserveHugepages(mib int, reserve bool) (h *Hugepages, err error) {
 	size, err := meminfo("Hugepagesize")
 	if err != nil {
 		return nil, err
@@ -124,7 +138,11 @@ func ReserveHugepages(mib int) (h *Hugepages, err error) {
 	}
 	// min_size reserves the pages for this mount: another process that
 	// finds them free cannot take them (it would see them as reserved).
-	if err := syscall.Mount("softnet-hugetlbfs", dir, "hugetlbfs", 0, fmt.Sprintf("pagesize=2M,min_size=%dM", 2*need)); err != nil {
+	opts := "pagesize=2M"
+	if reserve {
+		opts += fmt.Sprintf(",min_size=%dM", 2*need)
+	}
+	if err := syscall.Mount("softnet-hugetlbfs", dir, "hugetlbfs", 0, opts); err != nil {
 		os.Remove(dir)
 		return h, fmt.Errorf("mount hugetlbfs on %s: %w", dir, err)
 	}
@@ -248,18 +266,12 @@ type Config struct {
 
 // Process is a running testpmd.
 type Process struct {
-	cmd    *exec.Cmd
+	*child
 	stdin  io.WriteCloser
-	out    syncBuffer
 	prefix string
 	huge   string
-	done   chan struct{}
-	exited atomic.Bool
 	once   sync.Once
-	err    error
 }
-
-var prefixes atomic.Uint64
 
 // Start runs testpmd as cfg says, under a --file-prefix of its own. The
 // kernel kills it should this process die first.
@@ -274,11 +286,7 @@ func Start(cfg Config) (*Process, error) {
 	if cfg.Lcores == "" {
 		cfg.Lcores = "0,1"
 	}
-	p := &Process{
-		prefix: fmt.Sprintf("softnet-%d-%d-%d", os.Getpid(), prefixes.Add(1), time.Now().UnixNano()%1e9),
-		huge:   cfg.Huge.Dir,
-		done:   make(chan struct{}),
-	}
+	p := &Process{prefix: newPrefix(), huge: cfg.Huge.Dir}
 	args := []string{"-l", cfg.Lcores}
 	if cfg.MainLcore != "" {
 		args = append(args, "--main-lcore", cfg.MainLcore)
@@ -303,31 +311,15 @@ func Start(cfg Config) (*Process, error) {
 		args = append([]string{"-oL", path}, args...)
 		path = sb
 	}
-	p.cmd = exec.Command(path, args...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+	cmd := exec.Command(path, args...)
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s: %w", Testpmd, err)
+	if p.child, err = startChild(Testpmd, cmd); err != nil {
+		return nil, err
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		p.exited.Store(true)
-		close(p.done)
-	}()
 	return p, nil
 }
-
-// Pid is the process's.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
-// Output is what it printed so far.
-func (p *Process) Output() string { return p.out.String() }
-
-// Exited reports whether the process has ended.
-func (p *Process) Exited() bool { return p.exited.Load() }
 
 // Command sends an interactive command.
 func (p *Process) Command(c string) error {
@@ -427,14 +419,7 @@ func (p *Process) Stop(interactive bool, timeout time.Duration) error {
 			_, _ = p.stdin.Write([]byte("\n"))
 		}
 		p.stdin.Close()
-		select {
-		case <-p.done:
-		case <-time.After(timeout):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			err = fmt.Errorf("testpmd (pid %d) did not quit within %v: killed", p.Pid(), timeout)
-		}
-		err = errors.Join(err, p.removeFiles())
+		err = errors.Join(p.waitOrKill(timeout), removeEALFiles(p.huge, p.prefix))
 	})
 	return err
 }
@@ -446,35 +431,9 @@ func (p *Process) Kill() error {
 	p.once.Do(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		err = p.removeFiles()
+		err = removeEALFiles(p.huge, p.prefix)
 	})
 	return err
-}
-
-// removeFiles removes the hugepage files (they hold their pages until
-// removed) and the runtime directory of the exited process.
-func (p *Process) removeFiles() error {
-	var errs []error
-	files, _ := filepath.Glob(filepath.Join(p.huge, p.prefix+"*"))
-	for _, f := range files {
-		if err := os.Remove(f); err != nil {
-			errs = append(errs, fmt.Errorf("remove testpmd's hugepage file: %w", err))
-		}
-	}
-	if err := os.RemoveAll(filepath.Join("/var/run/dpdk", p.prefix)); err != nil {
-		errs = append(errs, fmt.Errorf("remove testpmd's runtime directory: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-// tail is the end of the output, for an error.
-func (p *Process) tail() string {
-	s := p.out.String()
-	const keep = 4000
-	if len(s) > keep {
-		s = "…" + s[len(s)-keep:]
-	}
-	return s
 }
 
 // syncBuffer is a bytes.Buffer for a process's output, read while it runs.

@@ -80,16 +80,24 @@
 //
 // With Options.Vhost (--vhost) the lab measures vhost-user ports, a VM's
 // path, instead (vhost.go): DPDK's testpmd with two virtio-user ports
-// loops 64- and 1500-byte frames through softnet's two vhost-user ports
-// bridged in one switch (its worker pinned to the CPU the reference gets,
-// as an operator pins it with --cpus), and through DPDK's own vhost
-// back-end (a second testpmd, io forwarding), the reference; then softnet's TUN path at 64
-// bytes. Mpps, Gbit/s, the back-end's CPU per packet, softnet's
-// allocations per packet and the ports' drops; experiments lab-vhost-64
-// and lab-vhost-1500, with the goals softnet ≥ 0.5× DPDK's back-end and
-// ≥ 10× its TUN path at 64 bytes, no allocation per packet. testpmd runs
+// loops 64- and 1500-byte frames through each back-end in turn, on the
+// same CPU: softnet's two vhost-user ports bridged in one switch (its
+// worker pinned as an operator pins it with --cpus); DPDK's own vhost
+// back-end (a second testpmd, io forwarding), the reference; and Open
+// vSwitch with DPDK (vhostovs.go), the switch operators run for VMs: a
+// netdev bridge of two dpdkvhostuser ports with the NORMAL action and one
+// PMD thread, in an ovsdb-server and ovs-vswitchd the lab starts in a run
+// directory and network namespace of their own, skipped with a message
+// naming its package when it is not installed. Options.VhostBackends
+// picks some. Then softnet's TUN path at 64 bytes. Mpps, Gbit/s, each
+// back-end's CPU time per packet (its process's and its forwarding
+// thread's, from /proc), Open vSwitch's PMD counters (flow-cache hits,
+// cycles per packet), softnet's allocations per packet and the ports'
+// drops; experiments lab-vhost-64 and lab-vhost-1500, with the goals
+// softnet ≥ 0.5× DPDK's back-end, ≥ 1.3× Open vSwitch and ≥ 10× its TUN
+// path at 64 bytes, no allocation per packet. testpmd and Open vSwitch run
 // through package internal/dpdk: hugepages of the run's own, removed with
-// testpmd's files when it stops.
+// their files when they stop.
 //
 // # Clean-up
 //

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,15 +168,45 @@ func checkNothingLeft(t *testing.T, rep *Report) {
 	}
 }
 
+// childNames are the names (comm, at most 15 bytes) of the programs the
+// lab runs.
+var childNames = []string{"iperf3", "ip", "sockperf", "taskset", "softnet", "dpdk-testpmd", "stdbuf",
+	"ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl", "ovs-vswitchd", "ovs-vswitchd-dp"}
+
 // children lists this process's child processes that run iperf3, ip,
-// sockperf, testpmd or a softnet switch.
+// sockperf, testpmd, Open vSwitch or a softnet switch.
 func children(t *testing.T) []string {
 	t.Helper()
-	dirs, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
+	for _, c := range childProcs() {
+		if slices.Contains(childNames, c.comm) {
+			out = append(out, fmt.Sprintf("%d (%s, state %s)", c.pid, c.comm, c.state))
+		}
+	}
+	return out
+}
+
+// childPIDs returns the PIDs of this process's children named one of
+// names.
+func childPIDs(names ...string) []int {
+	var pids []int
+	for _, c := range childProcs() {
+		if slices.Contains(names, c.comm) {
+			pids = append(pids, c.pid)
+		}
+	}
+	return pids
+}
+
+type childProc struct {
+	pid         int
+	comm, state string
+}
+
+// childProcs lists this process's child processes.
+func childProcs() []childProc {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []childProc
 	me := os.Getpid()
 	for _, d := range dirs {
 		b, err := os.ReadFile(d)
@@ -187,13 +218,13 @@ func children(t *testing.T) []string {
 		if open < 0 || end < open {
 			continue
 		}
-		comm := s[open+1 : end]
 		f := strings.Fields(s[end+1:])
 		if len(f) < 2 {
 			continue
 		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == me && (comm == "iperf3" || comm == "ip" || comm == "sockperf" || comm == "taskset" || comm == "softnet" || comm == "dpdk-testpmd" || comm == "stdbuf") {
-			out = append(out, fmt.Sprintf("%s (%s, state %s)", strings.Fields(s)[0], comm, f[0]))
+		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
+		if ppid, _ := strconv.Atoi(f[1]); ppid == me {
+			out = append(out, childProc{pid: pid, comm: s[open+1 : end], state: f[0]})
 		}
 	}
 	return out
@@ -430,6 +461,7 @@ func buildSoftnet(t *testing.T) string {
 // balanced, the report is well formed, and nothing is left.
 func TestLabOverlay(t *testing.T) {
 	requireLab(t)
+	netnstest.RequireTools(t, "sysctl") // the kernel's hosts forward, as Flannel's nodes
 	bin := buildSoftnet(t)
 	for _, c := range []struct {
 		kinds        []OverlayKind
@@ -552,11 +584,17 @@ func TestLabOverlayInterrupted(t *testing.T) {
 // TestLabVhost is the shortest `softnet lab --vhost`: each back-end moves
 // frames at both sizes, softnet allocates nothing per packet to speak of
 // and balances its pools, the TUN path has its figure, the report is well
-// formed, and nothing is left behind (testpmd processes, hugepage mounts,
-// DPDK runtime directories).
+// formed, and nothing is left behind (testpmd and Open vSwitch processes,
+// hugepage mounts, DPDK runtime directories, sockets, run directories).
+// Without Open vSwitch with DPDK (and where root tests are not required)
+// the run skips that back-end, naming its package.
 func TestLabVhost(t *testing.T) {
 	requireLab(t)
 	netnstest.RequireTools(t, "dpdk-testpmd")
+	_, ovsErr := dpdk.FindOVS()
+	if ovsErr != nil && os.Getenv(netnstest.RequireEnv) == "1" {
+		t.Fatalf("%v, and %s=1", ovsErr, netnstest.RequireEnv)
+	}
 	rep, err := Run(context.Background(), Options{Vhost: true, Duration: time.Second, Traffic: TrafficIperf3,
 		Progress: func(msg string) { t.Log(msg) }})
 	checkNothingLeft(t, rep)
@@ -565,37 +603,60 @@ func TestLabVhost(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := rep.Vhost
-	if v == nil || len(v.Runs) != 2*len(vhostFrames) {
+	backends := VhostBackends
+	if ovsErr != nil {
+		backends = []string{VhostSoftnet, VhostDPDK}
+		if len(v.Skipped) != 1 || !strings.Contains(v.Skipped[0], dpdk.OVSPackage) {
+			t.Errorf("skipped %q, want %s named", v.Skipped, dpdk.OVSPackage)
+		}
+	}
+	if v == nil || len(v.Runs) != len(backends)*len(vhostFrames) {
 		t.Fatalf("vhost result %+v, want a run per back-end and frame size", v)
 	}
 	const version1 = 1 << 32
-	for _, r := range v.Runs {
-		if r.Packets == 0 || !(r.PPS > 0) || !(r.Gbps > 0) || r.Bytes < r.Packets*uint64(r.Frame) || !(r.CPUPerPacketNS > 0) {
+	for i, r := range v.Runs {
+		if want := backends[i%len(backends)]; r.Backend != want || r.Frame != vhostFrames[i/len(backends)] {
+			t.Errorf("run %d: %s at %d B, want %s", i, r.Backend, r.Frame, want)
+		}
+		if r.Packets == 0 || !(r.PPS > 0) || !(r.Gbps > 0) || r.Bytes < r.Packets*uint64(r.Frame) || !(r.CPUPerPacketNS > 0) ||
+			r.WorkerCPUPerPacketNS == nil || !(*r.WorkerCPUPerPacketNS > 0) {
 			t.Errorf("%s at %d B: %+v", r.Backend, r.Frame, r)
 		}
-		if r.Backend != VhostSoftnet {
-			continue
-		}
-		if r.AllocsPerPacket == nil || *r.AllocsPerPacket > 0.01 || r.WorkerCPUPerPacketNS == nil || r.Drops == nil {
-			t.Errorf("softnet at %d B: allocs %v, worker CPU %v, drops %v", r.Frame, r.AllocsPerPacket, r.WorkerCPUPerPacketNS, r.Drops)
-		}
-		if r.Leak != "ok" || r.BadChains != 0 || r.Features&version1 == 0 {
-			t.Errorf("softnet at %d B: leak %q, bad chains %d, features %#x", r.Frame, r.Leak, r.BadChains, r.Features)
+		switch r.Backend {
+		case VhostSoftnet:
+			if r.AllocsPerPacket == nil || *r.AllocsPerPacket > 0.01 || r.Drops == nil || r.Worker == nil {
+				t.Errorf("softnet at %d B: allocs %v, drops %v, worker %v", r.Frame, r.AllocsPerPacket, r.Drops, r.Worker)
+			}
+			if r.Leak != "ok" || r.BadChains != 0 || r.Features&version1 == 0 {
+				t.Errorf("softnet at %d B: leak %q, bad chains %d, features %#x", r.Frame, r.Leak, r.BadChains, r.Features)
+			}
+		case VhostOVS:
+			checkPMD(t, r)
 		}
 	}
 	if !(v.TUN64PPS > 0) || v.TUNLeak != "ok" {
 		t.Errorf("TUN path: %v pps, leak %q", v.TUN64PPS, v.TUNLeak)
 	}
-	if g := rep.Goals(); len(g) != 3 {
-		t.Errorf("%d goals, want 3: %+v", len(g), g)
+	wantGoals := len(backends) + 1 // softnet against each peer, the TUN path, allocations
+	if g := rep.Goals(); len(g) != wantGoals {
+		t.Errorf("%d goals, want %d: %+v", len(g), wantGoals, g)
 	}
 	var table bytes.Buffer
 	if err := WriteTable(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"64-byte frames", "1500-byte frames", "  softnet ", "  dpdk-vhost ", "softnet's TUN path", "leak check: ok"} {
-		if !strings.Contains(table.String(), want) {
-			t.Errorf("table lacks %q", want)
+	want := []string{"64-byte frames", "1500-byte frames", "softnet's TUN path", "leak check: ok", "thread ns/packet"}
+	for _, b := range backends {
+		want = append(want, "  "+b+" ")
+	}
+	if ovsErr == nil {
+		want = append(want, "Open vSwitch's PMD at 64 B", "Open vSwitch) ", "DPDK ")
+	} else {
+		want = append(want, "skipped: ovs-dpdk: ")
+	}
+	for _, w := range want {
+		if !strings.Contains(table.String(), w) {
+			t.Errorf("table lacks %q", w)
 		}
 	}
 	t.Logf("\n%s", table.String())
@@ -618,9 +679,25 @@ func TestLabVhost(t *testing.T) {
 		if !(obj["value"].(float64) > 0) {
 			t.Errorf("JSON line without a figure: %s", line)
 		}
+		if obj["variant"] == VhostOVS && obj["ovs_pmd"] == nil {
+			t.Errorf("JSON line without the PMD's counters: %s", line)
+		}
 	}
-	if results["lab-vhost-64"] != 2 || results["lab-vhost-1500"] != 2 || goals != 3 {
-		t.Errorf("JSON results %v and %d goals, want two per frame size and 3:\n%s", results, goals, js.String())
+	if results["lab-vhost-64"] != len(backends) || results["lab-vhost-1500"] != len(backends) || goals != wantGoals {
+		t.Errorf("JSON results %v and %d goals, want %d per frame size and %d:\n%s", results, goals, len(backends), wantGoals, js.String())
+	}
+}
+
+// checkPMD checks what Open vSwitch's PMD counted over a window: the
+// packets that went round, nearly all through its flow caches (the loop
+// is two flows), in cycles it spent. (The PMD updates its counters one
+// by one at the end of a loop, so a read may catch a batch's packets
+// counted and its hits not yet.)
+func checkPMD(t *testing.T, r VhostRun) {
+	t.Helper()
+	p := r.PMD
+	if p == nil || p.Packets == 0 || p.ProcessingCycles == 0 || 2*(p.EMCHits+p.SMCHits+p.MegaflowHits) < p.Packets {
+		t.Errorf("ovs-dpdk at %d B: PMD %+v", r.Frame, p)
 	}
 }
 
@@ -633,7 +710,7 @@ func TestLabVhostInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once sync.Once
-	rep, err := Run(ctx, Options{Vhost: true, Duration: 30 * time.Second, Traffic: TrafficIperf3,
+	rep, err := Run(ctx, Options{Vhost: true, VhostBackends: []string{VhostSoftnet, VhostDPDK}, Duration: 30 * time.Second, Traffic: TrafficIperf3,
 		Progress: func(msg string) {
 			t.Log(msg)
 			if strings.HasPrefix(msg, VhostSoftnet+" back-end") {
@@ -652,8 +729,138 @@ func TestLabVhostInterrupted(t *testing.T) {
 	}
 }
 
+// requireOVS skips the test without Open vSwitch with DPDK, naming its
+// package (or fails it where root tests are required).
+func requireOVS(t *testing.T) {
+	t.Helper()
+	if _, err := dpdk.FindOVS(); err != nil {
+		if os.Getenv(netnstest.RequireEnv) == "1" {
+			t.Fatalf("%v, and %s=1", err, netnstest.RequireEnv)
+		}
+		t.Skip(err)
+	}
+}
+
+// TestLabVhostOVSInterrupted cancels a --vhost run of Open vSwitch alone
+// while frames go round through it, as Ctrl-C does: it stops promptly,
+// and ovs-vswitchd, ovsdb-server, the front-end, their run directory and
+// sockets, the hugepage mounts and DPDK's runtime directories are gone.
+func TestLabVhostOVSInterrupted(t *testing.T) {
+	requireLab(t)
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	requireOVS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	found := make(chan int, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var once sync.Once
+	rep, err := Run(ctx, Options{Vhost: true, VhostBackends: []string{VhostOVS}, Duration: 30 * time.Second,
+		Progress: func(msg string) {
+			t.Log(msg)
+			if strings.HasPrefix(msg, VhostOVS+" back-end") {
+				once.Do(func() {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						pid := whenOVSPolls(ctx)
+						found <- pid
+						if pid != 0 && sleepCtx(ctx, 2*time.Second) {
+							t.Log("cancelling")
+							cancel()
+						}
+					}()
+				})
+			}
+		}})
+	checkNoDPDKLeft(t)
+	for _, p := range children(t) {
+		t.Errorf("process left running: %s", p)
+	}
+	if pid := <-found; pid == 0 {
+		t.Fatalf("ovs-vswitchd with a PMD thread and the front-end were not seen (Run returned %v)", err)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	if rep == nil || rep.Vhost == nil || len(rep.Vhost.Runs) != 0 {
+		t.Fatalf("report %+v, want a vhost result without a run", rep)
+	}
+}
+
+// TestLabVhostOVSFails kills ovs-vswitchd (by its PID: the lab started
+// it) once it polls and the front-end runs, as a crash would: that
+// configuration fails with an error that says so, and is taken down
+// completely; the next one (1500-byte frames, a new Open vSwitch) is
+// measured.
+func TestLabVhostOVSFails(t *testing.T) {
+	requireLab(t)
+	netnstest.RequireTools(t, "dpdk-testpmd")
+	requireOVS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	killed := make(chan int, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // the watcher's, if nothing was found
+	var once sync.Once
+	rep, err := Run(context.Background(), Options{Vhost: true, VhostBackends: []string{VhostOVS}, Duration: time.Second,
+		Progress: func(msg string) {
+			t.Log(msg)
+			if strings.HasPrefix(msg, VhostOVS+" back-end, 64-byte") {
+				once.Do(func() {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						pid := whenOVSPolls(ctx)
+						if pid != 0 && syscall.Kill(pid, syscall.SIGKILL) != nil {
+							pid = 0
+						}
+						killed <- pid
+					}()
+				})
+			}
+		}})
+	checkNoDPDKLeft(t)
+	for _, p := range children(t) {
+		t.Errorf("process left running: %s", p)
+	}
+	cancel()
+	if pid := <-killed; pid == 0 {
+		t.Fatalf("found no ovs-vswitchd with a PMD thread to kill (Run returned %v)", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), VhostOVS+", 64 B") {
+		t.Fatalf("Run returned %v, want the 64-byte configuration's failure", err)
+	}
+	if rep == nil || rep.Vhost == nil || len(rep.Vhost.Runs) != 1 || rep.Vhost.Runs[0].Frame != 1500 {
+		t.Fatalf("report %+v, want the 1500-byte run alone", rep.Vhost)
+	}
+	checkPMD(t, rep.Vhost.Runs[0])
+}
+
+// whenOVSPolls waits, a bounded time, until this process has a child
+// ovs-vswitchd with a PMD thread and a child testpmd (the front-end), and
+// returns ovs-vswitchd's PID, or 0.
+func whenOVSPolls(ctx context.Context) int {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if len(childPIDs("dpdk-testpmd")) > 0 {
+			for _, pid := range childPIDs("ovs-vswitchd-dp", "ovs-vswitchd") {
+				if _, err := threadNamed(pid, "pmd"); err == nil {
+					return pid
+				}
+			}
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return 0
+		}
+	}
+	return 0
+}
+
 // checkNoDPDKLeft fails the test if a hugetlbfs of this process's is
-// still mounted or a testpmd runtime directory of its is left.
+// still mounted, or a DPDK runtime directory of its (testpmd's or Open
+// vSwitch's) or a --vhost directory (sockets, Open vSwitch's run
+// directories) is left.
 func checkNoDPDKLeft(t *testing.T) {
 	t.Helper()
 	mounts, err := os.ReadFile("/proc/self/mounts")
@@ -665,6 +872,10 @@ func checkNoDPDKLeft(t *testing.T) {
 	}
 	left, _ := filepath.Glob(fmt.Sprintf("/var/run/dpdk/softnet-%d-*", os.Getpid()))
 	if len(left) > 0 {
-		t.Errorf("testpmd runtime directories left: %v", left)
+		t.Errorf("DPDK runtime directories left: %v", left)
+	}
+	left, _ = filepath.Glob(filepath.Join(os.TempDir(), vhostDirPrefix()+"*"))
+	if len(left) > 0 {
+		t.Errorf("--vhost directories left: %v", left)
 	}
 }

@@ -178,9 +178,13 @@ type Options struct {
 	UnderlayIPv6  bool
 	SoftnetBinary string
 	// Vhost, if set, runs the vhost-user measurement (vhost.go) instead of
-	// the variants: DPDK's testpmd through softnet's vhost-user ports and
-	// through DPDK's own back-end, and softnet's TUN path at 64 bytes.
-	Vhost bool
+	// the variants: DPDK's testpmd through softnet's vhost-user ports,
+	// through DPDK's own back-end and through Open vSwitch with DPDK, and
+	// softnet's TUN path at 64 bytes. VhostBackends, if not empty, are
+	// the back-ends it measures (of VhostBackends; default all, Open
+	// vSwitch skipped when it is not installed).
+	Vhost         bool
+	VhostBackends []string
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -282,7 +286,17 @@ func (o Options) validate() error {
 // validateVhost checks that a vhost-user run is asked for alone: its
 // configurations and transfers are its own.
 func (o Options) validateVhost() error {
+	for i, b := range o.VhostBackends {
+		if !slices.Contains(VhostBackends, b) {
+			return fmt.Errorf("vhost back-end %q: want one of %s", b, strings.Join(VhostBackends, ", "))
+		}
+		if slices.Contains(o.VhostBackends[:i], b) {
+			return fmt.Errorf("vhost back-end %q given twice", b)
+		}
+	}
 	switch {
+	case !o.Vhost && len(o.VhostBackends) > 0:
+		return fmt.Errorf("vhost back-ends %s without a vhost run", strings.Join(o.VhostBackends, ","))
 	case !o.Vhost:
 		return nil
 	case o.Ports > 0:

@@ -128,10 +128,45 @@ func TestValidateVhost(t *testing.T) {
 	if err := (Options{Vhost: true, Duration: time.Second}).Validate(); err != nil {
 		t.Errorf("vhost: %v", err)
 	}
-	for _, o := range []Options{{Vhost: true, Ports: 8}, {Vhost: true, Ladder: true}, {Vhost: true, Runs: 2}} {
+	if err := (Options{Vhost: true, VhostBackends: []string{VhostOVS, VhostSoftnet}}).Validate(); err != nil {
+		t.Errorf("vhost with two back-ends: %v", err)
+	}
+	for _, o := range []Options{{Vhost: true, Ports: 8}, {Vhost: true, Ladder: true}, {Vhost: true, Runs: 2},
+		{Vhost: true, VhostBackends: []string{"vpp"}}, {Vhost: true, VhostBackends: []string{VhostDPDK, VhostDPDK}},
+		{VhostBackends: []string{VhostOVS}}} {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
+	}
+}
+
+// Without Open vSwitch with DPDK (here: without its tools on PATH) a
+// --vhost run skips that back-end, saying why and naming the package to
+// install, unless it was asked for by name: then the run stops before it
+// changes anything.
+func TestVhostSkipsOVS(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	var progress []string
+	o := Options{Vhost: true, Progress: func(msg string) { progress = append(progress, msg) }}
+	v := &VhostResult{}
+	got, err := v.backends(o)
+	if err != nil || !slices.Equal(got, []string{VhostSoftnet, VhostDPDK}) {
+		t.Fatalf("back-ends %v, %v; want softnet and dpdk-vhost", got, err)
+	}
+	if len(v.Skipped) != 1 || !strings.Contains(v.Skipped[0], "Debian package openvswitch-switch-dpdk") ||
+		len(progress) != 1 || !strings.Contains(progress[0], "openvswitch-switch-dpdk") {
+		t.Errorf("skipped %q, progress %q: want the package named", v.Skipped, progress)
+	}
+	if !slices.Equal(VhostBackends, []string{VhostSoftnet, VhostDPDK, VhostOVS}) {
+		t.Errorf("VhostBackends changed to %v", VhostBackends)
+	}
+	o.VhostBackends = []string{VhostSoftnet, VhostOVS}
+	if got, err := (&VhostResult{}).backends(o); err == nil || !strings.Contains(err.Error(), "openvswitch-switch-dpdk") {
+		t.Errorf("ovs-dpdk asked for by name: %v, %v", got, err)
+	}
+	o.VhostBackends = []string{VhostDPDK}
+	if got, err := (&VhostResult{}).backends(o); err != nil || !slices.Equal(got, o.VhostBackends) {
+		t.Errorf("dpdk-vhost alone: %v, %v", got, err)
 	}
 }
 

@@ -52,16 +52,58 @@ func truncate(b []byte) string {
 
 // threadCPU returns the CPU time (user + system) thread tid of this
 // process has used.
-func threadCPU(tid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+func threadCPU(tid int) (time.Duration, error) { return taskCPU(os.Getpid(), tid) }
+
+// taskCPU returns the CPU time thread tid of process pid has used.
+func taskCPU(pid, tid int) (time.Duration, error) {
+	return statCPU(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid), fmt.Sprintf("thread %d of %d", tid, pid))
+}
+
+// otherProcessCPU returns the CPU time every live thread of process pid
+// has used (and its threads that have exited).
+func otherProcessCPU(pid int) (time.Duration, error) {
+	return statCPU(fmt.Sprintf("/proc/%d/stat", pid), fmt.Sprintf("process %d", pid))
+}
+
+func statCPU(path, what string) (time.Duration, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("thread %d: %w", tid, err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	d, err := parseStatCPU(b)
 	if err != nil {
-		return 0, fmt.Errorf("thread %d: %w", tid, err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	return d, nil
+}
+
+// threadNamed returns the thread of process pid whose name (comm) begins
+// with one of prefixes: a DPDK application's forwarding thread, which it
+// names.
+func threadNamed(pid int, prefixes ...string) (int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, fmt.Errorf("threads of process %d: %w", pid, err)
+	}
+	var names []string
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		name := strings.TrimSpace(string(comm))
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				return tid, nil
+			}
+		}
+		names = append(names, name)
+	}
+	return 0, fmt.Errorf("process %d has no thread named %s* (it has %s)", pid, strings.Join(prefixes, "* or "), strings.Join(names, ", "))
 }
 
 // threadsCPU sums threadCPU over tids.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,20 +24,28 @@ import (
 // back-end: (a) softnet's two vhost-user ports bridged in one switch,
 // one worker, opened as `softnet switch` opens them; (b) the reference,
 // a second testpmd with two net_vhost ports forwarding between them (io
-// mode). testpmd forwards in mac mode: what port 0 receives leaves port
-// 1 and the other way round, each port's own address as the source and
-// the other's as the destination (--eth-peer), so a learning bridge sees
-// each station on one port. A first burst on each port (tx_first) then
+// mode); (c) Open vSwitch with DPDK, the switch operators run for VMs
+// instead (vhostovs.go): a netdev bridge of two dpdkvhostuser ports, the
+// NORMAL action, one PMD thread. testpmd forwards in mac mode: what port
+// 0 receives leaves port 1 and the other way round, each port's own
+// address as the source and the other's as the destination (--eth-peer),
+// so a learning bridge sees each station on one port. A first burst on each port (tx_first) then
 // circulates through the back-end until testpmd stops: a loop, bounded in
 // time, whose rate is the back-end's. Two busy processes per
 // configuration on a two-CPU machine: the front-end's forwarding lcore on
-// CPU 1, the back-end's (testpmd's, or softnet's worker) pinned to CPU 0.
+// CPU 1, the back-end's (testpmd's, softnet's worker or Open vSwitch's
+// PMD) pinned to CPU 0.
 
 // Names of the back-ends of a --vhost run.
 const (
 	VhostSoftnet = "softnet"
 	VhostDPDK    = "dpdk-vhost"
+	VhostOVS     = "ovs-dpdk"
 )
+
+// VhostBackends are the back-ends of a --vhost run, in the order each
+// frame size measures them.
+var VhostBackends = []string{VhostSoftnet, VhostDPDK, VhostOVS}
 
 // Frame sizes a --vhost run measures: packets per second with the
 // smallest, bits per second with full-size frames.
@@ -60,6 +69,11 @@ var vhostMACs = [2]string{"02:5e:00:00:00:01", "02:5e:00:00:00:02"}
 type VhostResult struct {
 	// Runs are each back-end's figures per frame size, in run order.
 	Runs []VhostRun
+	// Skipped says which back-ends were left out and why (a package that
+	// is not installed).
+	Skipped []string
+	// OVSVersion is Open vSwitch's and its DPDK's, if it ran.
+	OVSVersion string
 	// TUN64PPS is softnet's TUN path in the same run: the lab's udp64
 	// transfer through softnet's default variant, datagrams received per
 	// second; TUNLeak that switch's leak check.
@@ -78,9 +92,11 @@ type VhostRun struct {
 	Packets, Bytes uint64
 	PPS, Gbps      float64
 	// BackendCPUPct is the back-end process's CPU time over the window,
-	// in percent of one CPU (softnet's: the lab's process, in which the
-	// switch runs); CPUPerPacketNS that over Packets. WorkerCPUPerPacketNS
-	// is softnet's worker thread's alone.
+	// all its threads, in percent of one CPU (softnet's: the lab's
+	// process, in which the switch runs); CPUPerPacketNS that over
+	// Packets. WorkerCPUPerPacketNS is the CPU time of the back-end's
+	// forwarding thread alone over Packets: softnet's worker, Open
+	// vSwitch's PMD thread, testpmd's forwarding lcore.
 	BackendCPUPct        float64
 	CPUPerPacketNS       float64
 	WorkerCPUPerPacketNS *float64
@@ -100,6 +116,9 @@ type VhostRun struct {
 	// Worker is what softnet's worker and ports did over the window,
 	// to tell a worker that polls from one that sleeps; softnet only.
 	Worker *VhostActivity
+	// PMD is what Open vSwitch's PMD thread counted over the window: its
+	// flow-cache hits and the TSC cycles it spent; ovs-dpdk only.
+	PMD *dpdk.PMDStats
 }
 
 // VhostActivity is softnet's worker and vhost-user ports over a window.
@@ -125,12 +144,27 @@ func (v *VhostResult) run(backend string, frame int) *VhostRun {
 	return nil
 }
 
+// vhostDirPrefix is how the names of this process's --vhost directories
+// (os.TempDir()) begin.
+func vhostDirPrefix() string { return fmt.Sprintf("softnet-lab-vhost-%d-", os.Getpid()) }
+
+// vhostEnv is what the configurations of a --vhost run share.
+type vhostEnv struct {
+	huge    *dpdk.Hugepages // the front-end's and the reference's
+	ovsHuge *dpdk.Hugepages // Open vSwitch's, if it runs
+	dir     string          // for the back-ends' sockets and Open vSwitch's run directories
+}
+
 // runVhost is the vhost-user measurement; it fills rep.Vhost as it goes.
 func runVhost(ctx context.Context, o Options, gen generator, rep *Report) (err error) {
 	if _, err := dpdk.Find(); err != nil {
 		return fmt.Errorf("softnet lab --vhost: %w", err)
 	}
 	vr := &VhostResult{}
+	backends, err := vr.backends(o)
+	if err != nil {
+		return fmt.Errorf("softnet lab --vhost: %w", err)
+	}
 	rep.Vhost = vr
 	u := &undoStack{}
 	defer func() {
@@ -138,21 +172,28 @@ func runVhost(ctx context.Context, o Options, gen generator, rep *Report) (err e
 			err = errors.Join(err, uerr)
 		}
 	}()
-	// The front-end and, for the reference, the back-end testpmd.
+	// The front-end and, for the reference, the back-end testpmd; Open
+	// vSwitch's DPDK on pages of its own.
+	env := vhostEnv{}
 	o.Progress(fmt.Sprintf("reserving %d MiB of hugepages", 2*vhostMemMiB))
-	huge, err := dpdk.ReserveHugepages(2 * vhostMemMiB)
-	if err != nil {
+	if env.huge, err = dpdk.ReserveHugepages(2 * vhostMemMiB); err != nil {
 		return fmt.Errorf("hugepages: %w", err)
 	}
-	u.push("hugepages", huge.Release)
-	dir, err := os.MkdirTemp("", "softnet-lab-vhost-")
-	if err != nil {
+	u.push("hugepages", env.huge.Release)
+	if slices.Contains(backends, VhostOVS) {
+		o.Progress(fmt.Sprintf("reserving %d MiB of hugepages for Open vSwitch", ovsMemMiB))
+		if env.ovsHuge, err = dpdk.ReserveInMemoryHugepages(ovsMemMiB); err != nil {
+			return fmt.Errorf("hugepages for Open vSwitch: %w", err)
+		}
+		u.push("Open vSwitch's hugepages", env.ovsHuge.Release)
+	}
+	if env.dir, err = os.MkdirTemp("", vhostDirPrefix()); err != nil {
 		return err
 	}
-	u.push("socket directory", func() error { return os.RemoveAll(dir) })
+	u.push("socket directory", func() error { return os.RemoveAll(env.dir) })
 	var errs []error
 	for _, frame := range vhostFrames {
-		for _, backend := range []string{VhostSoftnet, VhostDPDK} {
+		for _, backend := range backends {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -162,7 +203,7 @@ func runVhost(ctx context.Context, o Options, gen generator, rep *Report) (err e
 			var r *VhostRun
 			var err error
 			pprof.Do(ctx, pprof.Labels("variant", fmt.Sprintf("%s-%d", backend, frame)), func(ctx context.Context) {
-				r, err = measureVhost(ctx, o, huge, dir, backend, frame)
+				r, err = measureVhost(ctx, o, env, backend, frame)
 			})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -173,16 +214,43 @@ func runVhost(ctx context.Context, o Options, gen generator, rep *Report) (err e
 				continue
 			}
 			vr.Runs = append(vr.Runs, *r)
-			o.Progress(fmt.Sprintf("      %.3f Mpps, %.2f Gbit/s; back-end CPU %.0f%%, %.0f ns per packet", r.PPS/1e6, r.Gbps, r.BackendCPUPct, r.CPUPerPacketNS))
+			o.Progress(fmt.Sprintf("      %.3f Mpps, %.2f Gbit/s; back-end CPU %.0f%%, %.0f ns per packet (%s per packet in its forwarding thread)",
+				r.PPS/1e6, r.Gbps, r.BackendCPUPct, r.CPUPerPacketNS, fmtOpt(r.WorkerCPUPerPacketNS, "%.0f ns")))
 		}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err := vhostTUN(ctx, o, gen, rep); err != nil {
-		errs = append(errs, fmt.Errorf("softnet TUN path: %w", err))
+	if slices.Contains(backends, VhostSoftnet) {
+		if err := vhostTUN(ctx, o, gen, rep); err != nil {
+			errs = append(errs, fmt.Errorf("softnet TUN path: %w", err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// backends returns the back-ends the run measures: o.VhostBackends, or
+// all, less Open vSwitch when it is not installed (noted in v.Skipped)
+// and not asked for by name.
+func (v *VhostResult) backends(o Options) ([]string, error) {
+	backends := o.VhostBackends
+	if len(backends) == 0 {
+		backends = VhostBackends
+	}
+	if !slices.Contains(backends, VhostOVS) {
+		return backends, nil
+	}
+	tools, err := dpdk.FindOVS()
+	switch {
+	case err == nil:
+		v.OVSVersion = tools.Version
+		return backends, nil
+	case len(o.VhostBackends) > 0:
+		return nil, fmt.Errorf("%s: %w", VhostOVS, err)
+	}
+	v.Skipped = append(v.Skipped, fmt.Sprintf("%s: %v", VhostOVS, err))
+	o.Progress(fmt.Sprintf("skipping the %s back-end: %v", VhostOVS, err))
+	return slices.DeleteFunc(slices.Clone(backends), func(b string) bool { return b == VhostOVS }), nil
 }
 
 // vhostTUN measures softnet's TUN path at 64 bytes as the lab's udp64
@@ -213,45 +281,52 @@ func vhostTUN(ctx context.Context, o Options, gen generator, rep *Report) error 
 
 // vhostBackend is what joins the front-end's two ports.
 type vhostBackend interface {
+	// sockets are the vhost-user sockets the front-end connects to.
+	sockets() [2]string
 	// ready waits until the front-end's ports are connected and running.
 	ready(ctx context.Context, fe *dpdk.Process) error
-	cpu() (time.Duration, error) // the back-end process's CPU time
-	// workers returns softnet's worker threads' CPU time, false for DPDK.
-	workers() (time.Duration, bool)
-	// activity returns softnet's worker and port counters, zero for DPDK.
-	activity() VhostActivity
+	cpu() (time.Duration, error) // the back-end process's CPU time, all its threads
+	// thread returns its forwarding thread's CPU time: softnet's worker,
+	// Open vSwitch's PMD, testpmd's forwarding lcore.
+	thread() (time.Duration, error)
+	// window opens the window of what the back-end counts itself; what it
+	// returns closes it and puts in r what was counted over it (softnet's
+	// worker rounds, Open vSwitch's PMD statistics).
+	window(ctx context.Context) (closeWindow func(r *VhostRun) error, err error)
 	// finish fills what the back-end itself counted and closes it.
 	finish(r *VhostRun) error
 }
 
+// openVhostBackend starts a back-end, its sockets in env.dir.
+func openVhostBackend(ctx context.Context, o Options, env vhostEnv, backend string) (vhostBackend, error) {
+	socks := [2]string{filepath.Join(env.dir, backend+"-0.sock"), filepath.Join(env.dir, backend+"-1.sock")}
+	for _, s := range socks {
+		os.Remove(s) // the previous frame size's, if its back-end left it
+	}
+	switch backend {
+	case VhostSoftnet:
+		return openSoftnetVhost(o, socks)
+	case VhostDPDK:
+		return openDPDKVhost(ctx, env.huge, socks)
+	case VhostOVS:
+		return openOVSVhost(ctx, env.ovsHuge, env.dir)
+	}
+	return nil, fmt.Errorf("no back-end %q", backend)
+}
+
 // measureVhost runs one configuration: the back-end, the front-end on
 // it, the window, and everything taken down again.
-func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, backend string, frame int) (r *VhostRun, err error) {
+func measureVhost(ctx context.Context, o Options, env vhostEnv, backend string, frame int) (r *VhostRun, err error) {
 	u := &undoStack{}
 	defer func() {
 		if uerr := u.unwind(); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 	}()
-	socks := [2]string{filepath.Join(dir, backend+"-0.sock"), filepath.Join(dir, backend+"-1.sock")}
-	for _, s := range socks {
-		os.Remove(s)
-	}
 	r = &VhostRun{Backend: backend, Frame: frame}
-	var be vhostBackend
-	switch backend {
-	case VhostSoftnet:
-		sb, err := openSoftnetVhost(o, socks)
-		if err != nil {
-			return nil, err
-		}
-		be = sb
-	default:
-		db, err := openDPDKVhost(ctx, huge, socks)
-		if err != nil {
-			return nil, err
-		}
-		be = db
+	be, err := openVhostBackend(ctx, o, env, backend)
+	if err != nil {
+		return nil, err
 	}
 	closed := false
 	u.push(backend+" back-end", func() error {
@@ -261,7 +336,7 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 		closed = true
 		return be.finish(r)
 	})
-	fe, err := startFrontend(huge, socks, frame)
+	fe, err := startFrontend(env.huge, be.sockets(), frame)
 	if err != nil {
 		return r, err
 	}
@@ -288,8 +363,14 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 	if err != nil {
 		return r, err
 	}
-	w0, _ := be.workers()
-	a0 := be.activity()
+	w0, err := be.thread()
+	if err != nil {
+		return r, err
+	}
+	closeWindow, err := be.window(ctx)
+	if err != nil {
+		return r, err
+	}
 	m0 := readMallocs()
 	if !sleepCtx(ctx, o.Duration) {
 		return r, ctx.Err()
@@ -303,8 +384,13 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 	if err != nil {
 		return r, err
 	}
-	w1, isSoftnet := be.workers()
-	a1 := be.activity()
+	w1, err := be.thread()
+	if err != nil {
+		return r, err
+	}
+	if err := closeWindow(r); err != nil {
+		return r, err
+	}
 	window := t1.Sub(t0)
 	r.Seconds = window.Seconds()
 	for i := range s1 {
@@ -320,10 +406,9 @@ func measureVhost(ctx context.Context, o Options, huge *dpdk.Hugepages, dir, bac
 		return r, fmt.Errorf("no packet went round the loop in %v", window)
 	}
 	r.CPUPerPacketNS = float64(c1-c0) / float64(r.Packets)
-	if isSoftnet {
-		r.WorkerCPUPerPacketNS = ptr(float64(w1-w0) / float64(r.Packets))
+	r.WorkerCPUPerPacketNS = ptr(float64(w1-w0) / float64(r.Packets))
+	if backend == VhostSoftnet {
 		r.AllocsPerPacket = ptr(float64(m1-m0) / float64(r.Packets))
-		r.Worker = ptr(a1.sub(a0))
 	}
 	// The front-end stops before the back-end's counters are read.
 	if err := fe.Stop(true, vhostStop); err != nil {
@@ -364,6 +449,7 @@ const (
 // softnetVhost is softnet's back-end: a switch of two vhost-user ports.
 type softnetVhost struct {
 	sp       *softnetPath
+	socks    [2]string
 	features uint64 // as negotiated: a port forgets them when the front-end leaves
 }
 
@@ -380,8 +466,10 @@ func openSoftnetVhost(o Options, socks [2]string) (*softnetVhost, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &softnetVhost{sp: sp}, nil
+	return &softnetVhost{sp: sp, socks: socks}, nil
 }
+
+func (s *softnetVhost) sockets() [2]string { return s.socks }
 
 // ready waits until both ports run both their rings.
 func (s *softnetVhost) ready(ctx context.Context, fe *dpdk.Process) error {
@@ -419,9 +507,14 @@ func (s *softnetVhost) ports() []*vhostuser.Port {
 	return out
 }
 
-func (s *softnetVhost) workers() (time.Duration, bool) {
-	d, err := threadsCPU(s.sp.workerThreads())
-	return d, err == nil
+func (s *softnetVhost) thread() (time.Duration, error) { return threadsCPU(s.sp.workerThreads()) }
+
+func (s *softnetVhost) window(context.Context) (func(*VhostRun) error, error) {
+	a0 := s.activity()
+	return func(r *VhostRun) error {
+		r.Worker = ptr(s.activity().sub(a0))
+		return nil
+	}, nil
 }
 
 func (s *softnetVhost) activity() VhostActivity {
@@ -458,7 +551,9 @@ func (s *softnetVhost) finish(r *VhostRun) error {
 // dpdkVhost is the reference back-end: testpmd with two net_vhost ports
 // forwarding between them (io mode), on CPU 0.
 type dpdkVhost struct {
-	p *dpdk.Process
+	p     *dpdk.Process
+	socks [2]string
+	lcore int // the forwarding lcore's thread
 }
 
 func openDPDKVhost(ctx context.Context, huge *dpdk.Hugepages, socks [2]string) (*dpdkVhost, error) {
@@ -488,23 +583,30 @@ func openDPDKVhost(ctx context.Context, huge *dpdk.Hugepages, socks [2]string) (
 			}
 		}
 	}
-	return &dpdkVhost{p: p}, nil
+	return &dpdkVhost{p: p, socks: socks}, nil
 }
+
+func (d *dpdkVhost) sockets() [2]string { return d.socks }
 
 // ready: the front-end's prompt comes after its ports started, which
-// needs the back-end's answers.
-func (d *dpdkVhost) ready(context.Context, *dpdk.Process) error { return nil }
-
-func (d *dpdkVhost) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.p.Pid()))
+// needs the back-end's answers. Its forwarding lcore, the only one
+// besides the main lcore, is EAL's worker thread (named rte-worker-N by
+// DPDK 22.11, dpdk-worker-N by later ones).
+func (d *dpdkVhost) ready(context.Context, *dpdk.Process) error {
+	tid, err := threadNamed(d.p.Pid(), "rte-worker", "dpdk-worker", "lcore-worker")
 	if err != nil {
-		return 0, fmt.Errorf("back-end testpmd: %w", err)
+		return fmt.Errorf("back-end testpmd's forwarding lcore: %w", err)
 	}
-	return parseStatCPU(b)
+	d.lcore = tid
+	return nil
 }
 
-func (d *dpdkVhost) workers() (time.Duration, bool) { return 0, false }
+func (d *dpdkVhost) cpu() (time.Duration, error) { return otherProcessCPU(d.p.Pid()) }
 
-func (d *dpdkVhost) activity() VhostActivity { return VhostActivity{} }
+func (d *dpdkVhost) thread() (time.Duration, error) { return taskCPU(d.p.Pid(), d.lcore) }
+
+func (d *dpdkVhost) window(context.Context) (func(*VhostRun) error, error) {
+	return func(*VhostRun) error { return nil }, nil
+}
 
 func (d *dpdkVhost) finish(*VhostRun) error { return d.p.Stop(false, vhostStop) }

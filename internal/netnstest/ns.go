@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -17,9 +18,11 @@ import (
 // DefaultTimeout bounds each command Exec runs.
 const DefaultTimeout = 10 * time.Second
 
-// NS is a named network namespace that lives as long as one test.
+// NS is a named network namespace that lives as long as one test, or
+// until Delete.
 type NS struct {
-	Name string
+	Name    string
+	deleted atomic.Bool
 }
 
 // New creates a network namespace with a unique name, brings its loopback
@@ -35,6 +38,9 @@ func New(t testing.TB) *NS {
 	// Registered before anything else can fail, so the namespace goes even
 	// if the rest of the setup or the test fails.
 	t.Cleanup(func() {
+		if ns.deleted.Load() {
+			return
+		}
 		if out, err := run(DefaultTimeout, "ip", "netns", "del", name); err != nil {
 			t.Errorf("netnstest: delete %s: %v: %s", name, err, out)
 		}
@@ -43,6 +49,19 @@ func New(t testing.TB) *NS {
 		t.Fatalf("netnstest: %s: lo up: %v: %s", name, err, out)
 	}
 	return ns
+}
+
+// Delete deletes the namespace now, as a container runtime does when a
+// pod goes: the kernel destroys the devices that cannot move back to the
+// initial namespace (TUN, veth) once nothing else holds it.
+func (n *NS) Delete(t testing.TB) {
+	t.Helper()
+	if n.deleted.Swap(true) {
+		return
+	}
+	if out, err := run(DefaultTimeout, "ip", "netns", "del", n.Name); err != nil {
+		t.Fatalf("netnstest: delete %s: %v: %s", n.Name, err, out)
+	}
 }
 
 // uniqueName builds softnet-<test>-<pid>-<random>: the test part says

@@ -42,14 +42,17 @@ func RequireTools(t testing.TB, tools ...string) {
 // toolPackages names the Debian package of every external tool the tests
 // and the lab run (.ci/run installs them).
 var toolPackages = map[string]string{
-	"dpdk-testpmd": "dpdk-dev",
-	"ethtool":      "ethtool",
-	"ip":           "iproute2",
-	"iperf3":       "iperf3",
-	"ping":         "iputils-ping",
-	"sockperf":     "sockperf",
-	"taskset":      "util-linux",
-	"tcpdump":      "tcpdump",
+	"busybox":            "busybox-static",
+	"dpdk-testpmd":       "dpdk-dev",
+	"ethtool":            "ethtool",
+	"ip":                 "iproute2",
+	"iperf3":             "iperf3",
+	"ping":               "iputils-ping",
+	"qemu-system-x86_64": "qemu-system-x86",
+	"sockperf":           "sockperf",
+	"sysctl":             "procps",
+	"taskset":            "util-linux",
+	"tcpdump":            "tcpdump",
 }
 
 // MissingTools returns why the tools cannot be run here, e.g. "needs ping
@@ -71,6 +74,14 @@ func MissingTools(tools ...string) (string, error) {
 		return "", nil
 	}
 	return "needs " + strings.Join(missing, ", ") + ", not found on PATH", nil
+}
+
+// SkipOrFail skips the test for reason, or fails it when RequireEnv is
+// 1: for what a test needs that is not a tool on PATH (a guest kernel,
+// say), with the reason naming the Debian package to install.
+func SkipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	skipOrFail(t, reason)
 }
 
 // skipOrFail skips the test for reason, or fails it when RequireEnv is 1.

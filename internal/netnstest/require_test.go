@@ -1,7 +1,9 @@
 package netnstest
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,5 +41,33 @@ func TestMissingTools(t *testing.T) {
 	}
 	if _, err := MissingTools("ping", "no-such-tool"); err == nil || !strings.Contains(err.Error(), `"no-such-tool"`) {
 		t.Errorf("MissingTools of a tool without a package: %v", err)
+	}
+}
+
+// CI runs the tests once more with every tool of toolPackages hidden but
+// ip, which RequireRoot needs (.ci/run): a tool added to toolPackages
+// must be hidden there too, so that a test that runs it without
+// RequireTools fails in CI, not on a user's fresh machine.
+func TestCIHidesEveryTool(t *testing.T) {
+	b, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hidden []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, `hide_tools "$notools" `); ok {
+			hidden = strings.Fields(rest)
+		}
+	}
+	var want []string
+	for tool := range toolPackages {
+		if tool != "ip" {
+			want = append(want, tool)
+		}
+	}
+	slices.Sort(hidden)
+	slices.Sort(want)
+	if !slices.Equal(hidden, want) {
+		t.Errorf(".ci/run hides %v, want every tool of toolPackages but ip: %v", hidden, want)
 	}
 }

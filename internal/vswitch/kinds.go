@@ -70,3 +70,13 @@ func relayKinds() string {
 		return ""
 	})
 }
+
+// KindMetrics are the metrics of the kinds' own counters, which a
+// port's DeviceStats.Own gives (portkind.Counters.Collect).
+func KindMetrics() []*portkind.Metric {
+	var out []*portkind.Metric
+	for _, k := range kinds {
+		out = append(out, k.Metrics...)
+	}
+	return out
+}

@@ -260,6 +260,7 @@ func TestSwitchAddPortDeviceError(t *testing.T) {
 // nothing, and the first new port's device is closed again; nor does one
 // that moves a port to a namespace that does not exist.
 func TestSwitchApplyChecksFirst(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	gs := newGuests(t, 3)
 	a, b, c := gs[0], gs[1], gs[2]
 	sw, stop := startSwitchConfig(t, gs[:2], Config{})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/netnstest"
 	"softnet.dev/packet"
 )
 
@@ -157,6 +158,7 @@ func (g *guest) waitNoTentative(t *testing.T) {
 // With router=on on A's port, the same packets do change B: the attack
 // is real and the test can fail.
 func TestSwitchRAGuard(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
 	for _, tap := range []bool{true, false} {
 		for _, router := range []bool{false, true} {
 			kind := map[bool]string{true: "tap", false: "tun"}[tap]

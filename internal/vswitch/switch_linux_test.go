@@ -163,6 +163,7 @@ func runSwitch(t *testing.T, sw *Switch, after func()) (stop func() *Report) {
 
 func ping(t *testing.T, from *guest, to string) {
 	t.Helper()
+	netnstest.RequireTools(t, "ping")
 	from.run(t, "ping", "-c", "3", "-i", "0.2", "-W", "2", to)
 }
 

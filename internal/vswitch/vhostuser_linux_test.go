@@ -26,9 +26,8 @@ import (
 // DPDK's testpmd drives softnet's vhost-user ports through its own
 // virtio-user front-end: the virtio-net driver of a DPDK application,
 // speaking vhost-user over the port's socket and sharing its hugepage
-// memory, as a VM's QEMU would. (QEMU itself cannot be tested here:
-// nested KVM guests hang at boot, and Debian's QEMU 7.2 under TCG
-// segfaults once a guest starts a vhost-user device; see docs/design.md.)
+// memory, as a VM's QEMU would. (A VM's own QEMU and Linux guest drive
+// them in qemu_linux_test.go.)
 
 // testpmdMemMiB is the hugepage memory a testpmd takes (-m).
 const testpmdMemMiB = 256

@@ -620,6 +620,7 @@ func flannelPeer(h, peer overlayHost, port int, vxlanOpts ...string) [][]string 
 // VTEP.
 func routedKernelPeer(t *testing.T, hb, ha overlayHost, g *guest, port int, vxlanOpts ...string) {
 	t.Helper()
+	netnstest.RequireTools(t, "sysctl")
 	for _, args := range flannelPeer(hb, ha, port, vxlanOpts...) {
 		mustExec(t, hb.ns, args...)
 	}

@@ -53,6 +53,16 @@ type Kind struct {
 	// the switch reads them back from its JSON statistics (softnet ctl
 	// stats); nil if the kind has none.
 	NewCounters func() Counters
+	// Metrics are the metrics of the kind's own counters (Counters.Collect
+	// gives their values).
+	Metrics []*Metric
+}
+
+// Metric is a counter of a kind's ports beyond those every port has, as
+// the switch's /metrics serves it: softnet_NAME{port="PORT",LABELS...}.
+type Metric struct {
+	Name, Help string
+	Labels     []string // after port
 }
 
 // Need is an option a spec must give, and the error of one without it.
@@ -194,7 +204,11 @@ type Counters interface {
 	// Summary is the paragraph of the switch's report about the port's
 	// own counters, or "" for none.
 	Summary(port string) string
-	// Offloads is the port's line under the report's "offloads:", or ""
-	// for the line of every port (GSO and GRO).
+	// Offloads is the port's line under the report's "offloads:" (and
+	// lines of its own after it, indented by four), or "" for the line
+	// of every port (GSO and GRO).
 	Offloads(port string) string
+	// Collect gives the values of the kind's Metrics for the port, each
+	// with its labels after the port's.
+	Collect(add func(m *Metric, v uint64, labels ...string))
 }

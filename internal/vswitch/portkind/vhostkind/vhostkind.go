@@ -35,7 +35,15 @@ var Kind = portkind.Kind{
 `,
 	New:         func() portkind.Options { return &Options{} },
 	NewCounters: func() portkind.Counters { return &Counters{} },
+	Metrics:     []*portkind.Metric{mRefusals, mCalls, mPolls},
 }
+
+// The metrics of a vhost-user port's own counters.
+var (
+	mRefusals = &portkind.Metric{Name: "vhost_user_refusals_total", Help: "What a vhost-user port refused of its front-end (messages, descriptors, memory tables; a fault in guest memory under the control plane) and of its guest (descriptor chains, rings given up until restarted), by reason.", Labels: []string{"reason"}}
+	mCalls    = &portkind.Metric{Name: "vhost_user_calls_total", Help: "Notifications of a vhost-user port's guest: sent, or failed because its call eventfd was saturated.", Labels: []string{"result"}}
+	mPolls    = &portkind.Metric{Name: "vhost_user_polls_total", Help: "Wakeups of a sleeping worker for packets on a vhost-user ring that has no kick descriptor, which a timer polls."}
+)
 
 // Options are a vhost-user port's own options.
 type Options struct {
@@ -133,6 +141,17 @@ func (*Counters) Key() string { return "vhost_user" }
 func (*Counters) Summary(string) string { return "" }
 
 func (v *Counters) Offloads(port string) string {
-	return fmt.Sprintf("%s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications",
-		port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls)
+	return fmt.Sprintf("%s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications (%d failed), %d polls\n    refused of the front-end and guest: %s",
+		port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls, v.CallsFailed, v.Polls, &v.Refusals)
+}
+
+// Collect gives the refusals by reason, the guest notifications sent
+// and failed, and the polls of rings without a kick.
+func (v *Counters) Collect(add func(m *portkind.Metric, n uint64, labels ...string)) {
+	for r, n := range v.Refusals {
+		add(mRefusals, n, vhostuser.Refusal(r).String())
+	}
+	add(mCalls, v.Calls, "sent")
+	add(mCalls, v.CallsFailed, "failed")
+	add(mPolls, v.Polls)
 }

@@ -72,3 +72,6 @@ func (v *Counters) Summary(port string) string {
 }
 
 func (*Counters) Offloads(string) string { return "" }
+
+// Collect: a vxlan port has no metrics of its own.
+func (*Counters) Collect(func(*portkind.Metric, uint64, ...string)) {}

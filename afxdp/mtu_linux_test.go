@@ -1,0 +1,59 @@
+package afxdp
+
+import (
+	"testing"
+
+	"softnet.dev/buffer"
+	"softnet.dev/drop"
+	"softnet.dev/internal/netnstest"
+)
+
+// With a 9000-byte MTU a frame is longer than a page-sized UMEM frame:
+// it arrives in pieces (multi-buffer XDP), is joined into a buffer of the
+// pool's large class, and leaves in pieces again; a TCP transfer at that
+// MTU arrives whole.
+func TestJumboFrames(t *testing.T) {
+	r := newRig(t, 2, 9000)
+	pool := newPool(t)
+	a := r.open(pool, r.guests[0], Config{})
+	b := r.open(pool, r.guests[1], Config{})
+	if _, _, sg := a.Mode(); !sg {
+		t.Skip("the kernel takes no multi-buffer AF_XDP sockets (Linux 6.6)")
+	}
+	r.bridge(pool, 1, a, b)
+	g1, g2 := r.guests[0], r.guests[1]
+	netnstest.RequireTools(t, "ping")
+	out, err := g1.ns.ExecTimeout(testTimeout, "ping", "-c", "3", "-i", "0.1", "-W", "5", "-M", "do", "-s", "8000", g2.v4.Addr().String())
+	if err != nil {
+		t.Fatalf("jumbo ping: %v\n%s", err, out)
+	}
+	transfer(t, g1, g2, g2.v4.Addr(), 5011, 16<<20)
+	sa, sb := a.Stats(), b.Stats()
+	t.Logf("a: rx %d joined %d, tx %d in pieces %d; b: rx joined %d, tx in pieces %d", sa.RxPackets, sa.RxMultiBuf, sa.TxPackets, sa.TxMultiBuf, sb.RxMultiBuf, sb.TxMultiBuf)
+	if sa.RxMultiBuf == 0 || sb.TxMultiBuf == 0 {
+		t.Fatalf("no frame received or sent in pieces: a %+v, b %+v", sa, sb)
+	}
+}
+
+// A frame longer than any buffer of the pool is counted as PKT_TOO_BIG
+// and not delivered; smaller ones pass.
+func TestFrameLongerThanAnyBuffer(t *testing.T) {
+	r := newRig(t, 2, 9000)
+	pool := newPool(t, buffer.ClassConfig{Room: 2048, Count: 2048})
+	a := r.open(pool, r.guests[0], Config{})
+	b := r.open(pool, r.guests[1], Config{})
+	r.bridge(pool, 1, a, b)
+	g1, g2 := r.guests[0], r.guests[1]
+	r.ping(g1, g2.v4.Addr(), 2)
+	netnstest.RequireTools(t, "ping")
+	out, err := g1.ns.ExecTimeout(testTimeout, "ping", "-c", "3", "-i", "0.1", "-W", "1", "-M", "do", "-s", "8000", g2.v4.Addr().String())
+	if err == nil {
+		t.Fatalf("a ping of 8000 bytes got through a pool of 2 KiB buffers:\n%s", out)
+	}
+	s := a.Stats()
+	if s.RxDrops[drop.PktTooBig] < 3 {
+		t.Fatalf("PKT_TOO_BIG %d, want at least 3 (%v)", s.RxDrops[drop.PktTooBig], s.RxDrops)
+	}
+	r.ping(g1, g2.v4.Addr(), 2)
+	t.Logf("drops %v", s.RxDrops)
+}
