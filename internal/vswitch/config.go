@@ -193,10 +193,11 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: no options of a kind (%s): ParsePort makes a port", p, kindList(func(k *portkind.Kind) string { return k.Name })))
 		}
 		if c, ok := o.(portkind.Claimer); ok {
-			if other, dup := claims[p.Kind+" "+c.Claim()]; dup {
-				return in(p.at, fmt.Errorf("port %s: port %s %s already", p, other, c.Claim()))
+			claim := c.Claim()
+			if other, dup := claims[p.Kind+" "+claim]; dup {
+				return in(p.at, fmt.Errorf("port %s: port %s %s already", p, other, claim))
 			}
-			claims[p.Kind+" "+c.Claim()] = p.Name
+			claims[p.Kind+" "+claim] = p.Name
 		}
 		if o.Layer() == packet.L3 {
 			tun++
@@ -222,8 +223,14 @@ func (cfg *Config) Validate() error {
 		if i < 0 {
 			return in(rt.at, fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port))
 		}
-		if err := cfg.Ports[i].checkRoute(rt); err != nil {
-			return in(rt.at, fmt.Errorf("route %s: %w", rt, err))
+		// A route names a next hop (via=) only to a port whose kind is a
+		// portkind.Relay, which checks it.
+		if r, ok := cfg.Ports[i].Options.(portkind.Relay); ok {
+			if err := r.CheckVia(rt.Port, rt.Via); err != nil {
+				return in(rt.at, fmt.Errorf("route %s: %w", rt, err))
+			}
+		} else if rt.Via.IsValid() {
+			return in(rt.at, fmt.Errorf("route %s: via= is for routed %s ports", rt, relayKinds()))
 		}
 		if other, dup := routed[rt.Prefix]; dup {
 			return in(rt.at, fmt.Errorf("route %s=%s: %s is already routed to %s", rt.Prefix, rt.Port, rt.Prefix, other))
@@ -290,16 +297,4 @@ func (cfg *Config) portIndex(name string) int {
 		}
 	}
 	return -1
-}
-
-// checkRoute checks a route to port p: a route names a next hop (via=)
-// only if p's kind is a portkind.Relay, which checks it.
-func (p PortSpec) checkRoute(rt RouteSpec) error {
-	if r, ok := p.Options.(portkind.Relay); ok {
-		return r.CheckVia(p.Name, rt.Via)
-	}
-	if rt.Via.IsValid() {
-		return fmt.Errorf("via= is for routed %s ports", relayKinds())
-	}
-	return nil
 }

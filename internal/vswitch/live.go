@@ -81,7 +81,7 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 // takes says whether the running switch can take a port of spec's kind:
 // its programs are those of the ports it started with.
 func (sw *Switch) takes(spec PortSpec) error {
-	if !spec.Routed() && sw.chain.bridge == nil || spec.Routed() && sw.chain.fwd == nil {
+	if routed := spec.Routed(); !routed && sw.chain.bridge == nil || routed && sw.chain.fwd == nil {
 		return fmt.Errorf("port %s: %w: this switch started with ports of the other kind; one that starts with none takes either", spec, ErrRestart)
 	}
 	return nil

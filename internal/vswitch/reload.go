@@ -26,49 +26,59 @@ import (
 // leaves the switch part-way, with the returned lines saying how far it
 // got. by says who asked, as for AddPort.
 func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
-	if cfg.Workers == 0 {
-		cfg.Workers = 1
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	// Devices that RemovePort is closing may be opened again: their
-	// closes take no lock of ours, so waiting for them here is safe.
-	for _, p := range cfg.Ports {
-		if closed := sw.closed(p.Name); closed != nil {
-			<-closed
-		}
-	}
 	r, err := sw.newReload(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w; nothing was changed", err)
 	}
 	defer r.closeUnused()
-	err = r.run(sw, by)
-	return r.done, err
+	if err := r.run(sw, by); err != nil {
+		so := "nothing"
+		if len(r.done) > 0 {
+			so = strings.Join(r.done, "; ")
+		}
+		return r.done, fmt.Errorf("%w; changed before the error: %s", err, so)
+	}
+	return r.done, nil
 }
 
 // reload is the change Apply makes, worked out and checked before
-// anything is touched.
+// anything is touched, then run step by step.
 type reload struct {
-	cfg Config
-	// gone are the ports removed: those cfg lacks, and those it changes
-	// in a way their kind does not take live, which are added again.
+	// unrouted are the running routes removed: those the new
+	// configuration lacks, and those to the ports gone.
+	unrouted []RouteSpec
+	// gone are the running ports removed: those the new configuration
+	// lacks, and those it changes in a way their kind does not take
+	// live, which are added again.
 	gone []string
-	// changed are the ports changed in place, added those added (again),
-	// as cfg has them.
-	changed, added []PortSpec
-	// policies are the port security of cfg's ports, by name.
+	// changed are the running ports changed in place, each with its
+	// new spec.
+	changed []change
+	// added are the new configuration's ports added (again), routed its
+	// routes added (again), in its order.
+	added  []PortSpec
+	routed []RouteSpec
+	// policies are the port security of the new configuration's ports,
+	// by name.
 	policies map[string]program.PortPolicy
 	// opened are new ports opened ahead, by name, until added.
 	opened map[string]*livePort
 	done   []string // what was changed, one line each
 }
 
-// newReload works out and checks the change into cfg, and opens the
-// ports it adds where no port it removes is in the way.
+// change is a running port changed in place into spec.
+type change struct {
+	lp   *livePort
+	spec PortSpec
+}
+
+// newReload works out and checks the change into cfg, which is valid,
+// and opens the ports it adds where no port it removes is in the way.
 func (sw *Switch) newReload(cfg Config) (*reload, error) {
 	var fixed []string
 	if cfg.Workers != sw.cfg.Workers {
@@ -83,20 +93,42 @@ func (sw *Switch) newReload(cfg Config) (*reload, error) {
 	if len(fixed) > 0 {
 		return nil, fmt.Errorf("%s changed: %w", strings.Join(fixed, ", "), ErrRestart)
 	}
-	r := &reload{cfg: cfg, policies: map[string]program.PortPolicy{}, opened: map[string]*livePort{}}
-	reopen := map[string]bool{} // by name: in the same namespace
-	for i, old := range sw.cfg.Ports {
-		j := cfg.portIndex(old.Name)
-		if j < 0 {
-			r.gone = append(r.gone, old.Name)
+	r := &reload{policies: map[string]program.PortPolicy{}, opened: map[string]*livePort{}}
+	// Each running port is kept, changed in place, or removed (and
+	// added again if cfg still has it).
+	next := map[string]PortSpec{}
+	for _, p := range cfg.Ports {
+		next[p.Name] = p
+	}
+	stays := map[string]bool{}
+	sameNetNS := map[string]bool{} // the ports added again, by name: in the same namespace
+	for _, lp := range sw.ports {
+		name := lp.spec.Name
+		p, ok := next[name]
+		if !ok {
+			r.gone = append(r.gone, name)
 			continue
 		}
-		switch sw.ports[i].reloadTo(cfg.Ports[j]) {
+		switch lp.reloadTo(p) {
+		case kept:
+			stays[name] = true
 		case inPlace:
-			r.changed = append(r.changed, cfg.Ports[j])
+			stays[name] = true
+			r.changed = append(r.changed, change{lp, p})
 		case reopened:
-			r.gone = append(r.gone, old.Name)
-			reopen[old.Name] = old.NetNS == cfg.Ports[j].NetNS
+			r.gone = append(r.gone, name)
+			sameNetNS[name] = lp.spec.NetNS == p.NetNS
+		}
+	}
+	// A route stays if it is the same, to a port that stays.
+	for _, rt := range sw.cfg.Routes {
+		if !stays[rt.Port] || !slices.ContainsFunc(cfg.Routes, rt.same) {
+			r.unrouted = append(r.unrouted, rt)
+		}
+	}
+	for _, rt := range cfg.Routes {
+		if !stays[rt.Port] || !slices.ContainsFunc(sw.cfg.Routes, rt.same) {
+			r.routed = append(r.routed, rt)
 		}
 	}
 	// What adding the ports would refuse: a kind the running switch
@@ -114,15 +146,19 @@ func (sw *Switch) newReload(cfg Config) (*reload, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	for _, p := range cfg.Ports {
-		sameNetNS, reopened := reopen[p.Name]
-		if !reopened && sw.cfg.portIndex(p.Name) >= 0 {
-			continue // it stays, or changes in place
+		if stays[p.Name] {
+			continue
 		}
 		r.added = append(r.added, p)
-		if sameNetNS {
+		if sameNetNS[p.Name] {
 			// It would take what the port open now has (its device, its
 			// socket): it opens once that one is closed.
 			continue
+		}
+		// A port that RemovePort is closing may be opened again: its
+		// close takes no lock of ours, so waiting for it here is safe.
+		if closed := sw.closed(p.Name); closed != nil {
+			<-closed
 		}
 		lp, err := sw.openPort(p)
 		if err != nil {
@@ -159,14 +195,14 @@ func (lp *livePort) reloadTo(spec PortSpec) int {
 
 // run makes the change, in the order that keeps guests honest: routes
 // go before their ports and come after them, and a port's policy is in
-// force before its first packet or route.
+// force before its first packet or route. Each step it made is in
+// r.done, also when one fails.
 func (r *reload) run(sw *Switch, by slog.Attr) error {
-	for _, rt := range slices.Clone(sw.cfg.Routes) {
-		if !slices.ContainsFunc(r.cfg.Routes, rt.same) || slices.Contains(r.gone, rt.Port) {
-			if err := r.step("route removed: "+rt.String(), sw.removeRoute(rt.Prefix, by)); err != nil {
-				return err
-			}
+	for _, rt := range r.unrouted {
+		if err := sw.removeRoute(rt.Prefix, by); err != nil {
+			return err
 		}
+		r.done = append(r.done, "route removed: "+rt.String())
 	}
 	// A port added again may take what the removed one had: each
 	// closes before the next step.
@@ -175,55 +211,46 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		if err == nil {
 			err = closePort()
 		}
-		if err := r.step("port removed: "+name, err); err != nil {
+		if err != nil {
 			return err
 		}
+		r.done = append(r.done, "port removed: "+name)
 	}
-	for _, p := range r.changed {
-		if err := r.step("port changed: "+p.String(), sw.changePort(p, by)); err != nil {
-			return err
+	for _, c := range r.changed {
+		if err := c.lp.open.Change(c.spec.Options); err != nil {
+			return fmt.Errorf("port %s: %w", c.spec, err)
 		}
+		c.lp.spec, sw.cfg.Ports[slices.Index(sw.ports, c.lp)] = c.spec, c.spec
+		sw.log.Info("port changed", "port", c.spec.Name, "spec", c.spec.String(), by)
+		r.done = append(r.done, "port changed: "+c.spec.String())
 	}
-	// What cfg has is valid: so is every step on the way to it.
+	// What the new configuration has is valid: so is every step on the
+	// way to it.
 	for _, p := range r.added {
 		lp := r.opened[p.Name]
-		var err error
-		if lp == nil { // a changed port, removed above
-			lp, err = sw.openPort(p)
-		}
-		if err == nil {
-			delete(r.opened, p.Name)
-			next := sw.cfg.clone()
-			next.Ports = append(next.Ports, p)
-			err = sw.addPort(next, lp, r.policies[p.Name], by)
-		}
-		if err := r.step("port added: "+p.String(), err); err != nil {
-			return err
-		}
-	}
-	for _, rt := range r.cfg.Routes {
-		if !slices.ContainsFunc(sw.cfg.Routes, rt.same) {
-			next := sw.cfg.clone()
-			next.Routes = append(next.Routes, rt)
-			lp := sw.ports[sw.cfg.portIndex(rt.Port)]
-			if err := r.step("route added: "+rt.String(), sw.route(lp, rt, next, r.policies[rt.Port], by)); err != nil {
+		if lp == nil { // added again in its namespace, once closed above
+			var err error
+			if lp, err = sw.openPort(p); err != nil {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-// step notes line as done, or returns err with what was done before.
-func (r *reload) step(line string, err error) error {
-	if err != nil {
-		so := "nothing"
-		if len(r.done) > 0 {
-			so = strings.Join(r.done, "; ")
+		delete(r.opened, p.Name)
+		next := sw.cfg.clone()
+		next.Ports = append(next.Ports, p)
+		if err := sw.addPort(next, lp, r.policies[p.Name], by); err != nil {
+			return err
 		}
-		return fmt.Errorf("%w; changed before the error: %s", err, so)
+		r.done = append(r.done, "port added: "+p.String())
 	}
-	r.done = append(r.done, line)
+	for _, rt := range r.routed {
+		next := sw.cfg.clone()
+		next.Routes = append(next.Routes, rt)
+		lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+		if err := sw.route(lp, rt, next, r.policies[rt.Port], by); err != nil {
+			return err
+		}
+		r.done = append(r.done, "route added: "+rt.String())
+	}
 	return nil
 }
 
@@ -233,18 +260,6 @@ func (r *reload) closeUnused() {
 		_ = lp.port.CloseInto(nil)
 		delete(r.opened, name)
 	}
-}
-
-// changePort changes the running port of spec's name into spec, which
-// its kind takes live.
-func (sw *Switch) changePort(spec PortSpec, by slog.Attr) error {
-	i := sw.cfg.portIndex(spec.Name)
-	if err := sw.ports[i].open.Change(spec.Options); err != nil {
-		return fmt.Errorf("port %s: %w", spec, err)
-	}
-	sw.ports[i].spec, sw.cfg.Ports[i] = spec, spec
-	sw.log.Info("port changed", "port", spec.Name, "spec", spec.String(), by)
-	return nil
 }
 
 // same reports whether two routes are one: prefix, port and next hop
