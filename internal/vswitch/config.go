@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -180,8 +181,10 @@ func (cfg *Config) Validate() error {
 	}
 	names := map[string]bool{}
 	claims := map[string]string{}
-	tap, tun := 0, 0
-	for _, p := range cfg.Ports {
+	// The first routed and the first bridged port: a configuration has
+	// one or the other.
+	var routedPort, bridgedPort *PortSpec
+	for i, p := range cfg.Ports {
 		// Routes and stats name ports by device name, so names are unique
 		// even across namespaces.
 		if names[p.Name] {
@@ -200,9 +203,9 @@ func (cfg *Config) Validate() error {
 			claims[p.Kind+" "+claim] = p.Name
 		}
 		if o.Layer() == packet.L3 {
-			tun++
+			routedPort = cmp.Or(routedPort, &cfg.Ports[i])
 		} else {
-			tap++
+			bridgedPort = cmp.Or(bridgedPort, &cfg.Ports[i])
 		}
 		if p.Queues != 0 && p.Queues < cfg.Workers {
 			return in(p.at, fmt.Errorf("port %s: %d queues for %d workers: each worker needs a queue of every port", p, p.Queues, cfg.Workers))
@@ -211,17 +214,22 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: %w", p, err))
 		}
 	}
-	if tap > 0 && tun > 0 {
-		return fmt.Errorf("mixing tun and tap ports (or vxlan ports, bridged like tap ports) is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
+	if routedPort != nil && bridgedPort != nil {
+		kinds := routedPort.Kind + " and " + bridgedPort.Kind
+		if routedPort.Kind == bridgedPort.Kind {
+			kinds = "routed and bridged " + routedPort.Kind
+		}
+		return fmt.Errorf("mixing %s ports is not supported: port %s carries IP packets and is routed by the L3 forwarder, port %s carries Ethernet frames and is bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the routed side",
+			kinds, routedPort.Name, bridgedPort.Name)
 	}
 	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {
-		if tap > 0 {
-			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap and vxlan ports are bridged by MAC address", rt.Prefix, rt.Port))
-		}
 		i := cfg.portIndex(rt.Port)
 		if i < 0 {
 			return in(rt.at, fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port))
+		}
+		if bridgedPort != nil {
+			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to routed ports; %s port %s is bridged by MAC address", rt.Prefix, rt.Port, cfg.Ports[i].Kind, rt.Port))
 		}
 		// A route names a next hop (via=) only to a port whose kind is a
 		// portkind.Relay, which checks it.
@@ -239,7 +247,7 @@ func (cfg *Config) Validate() error {
 	}
 	seen := map[netip.AddrPort]bool{}
 	for _, sv := range cfg.Services {
-		if tap > 0 {
+		if bridgedPort != nil {
 			return in(sv.at, fmt.Errorf("service %s: services answer on tun ports (the L3 forwarder routes to them)", sv))
 		}
 		if seen[sv.Addr] {
