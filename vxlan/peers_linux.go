@@ -85,13 +85,12 @@ func (pe *peers) resolve(name string, rs []Route) ([]route, error) {
 	return out, nil
 }
 
-// SetRemotes changes Config's Remotes and Static while the port runs,
-// as `bridge fdb append` and `del` change a kernel vxlan device's, or
-// refuses what Validate or SetRoutes would and changes nothing. Stations
-// learned behind a remote that stays are kept, the others forgotten; the
-// inner MTU is measured again. Each queue takes the change at its next
-// burst.
+// SetRemotes changes Remotes and Static, keeping stations learned behind
+// remotes that stay; it refuses what Validate or SetRoutes would.
 func (p *Port) SetRemotes(remotes []netip.Addr, static []StaticEntry) error {
+	// As `bridge fdb append` and `del` change a kernel vxlan device's
+	// remotes. The inner MTU is measured again; each queue takes the new
+	// set at its next burst.
 	p.setMu.Lock()
 	defer p.setMu.Unlock()
 	cfg := p.cfg

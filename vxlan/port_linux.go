@@ -137,10 +137,9 @@ func innerMTU(cfg Config, remotes []netip.Addr) int {
 	return least - overhead
 }
 
-// MTU returns the inner IP MTU the port found toward its remotes when
-// it opened (or when SetRemotes changed them): the largest IP packet a
-// guest may send through it whole (0: unknown). Guests should be given
-// it.
+// MTU returns the inner IP MTU the port found toward its remotes (when
+// it opened, or SetRemotes): the largest IP packet a guest may send
+// through it whole (0: unknown). Guests should be given it.
 func (p *Port) MTU() int { return p.peers.Load().mtu }
 
 // openUDP opens a receiving socket bound to the local address and port.
