@@ -102,7 +102,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	for _, ip := range res.IPs {
 		ip.Interface = current.Int(0)
 	}
-	if err := p.configure(args.IfName, conf.MTU, conf.Mode == "tap", res); err != nil {
+	if err := p.configure(args.IfName, conf.MTU, !routedMode(conf.Mode), res); err != nil {
 		return types.NewError(types.ErrInternal, "configure the container's interface", err.Error())
 	}
 	if routedMode(conf.Mode) {

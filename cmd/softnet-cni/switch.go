@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -43,12 +44,9 @@ func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname s
 	return nil
 }
 
-// podMode reports whether mode is a kind of port whose device a pod's
-// namespace holds: one that takes netns= and dev=.
-func podMode(mode string) bool {
-	_, err := vswitch.ParsePort(mode + ":cni0,netns=/proc/1/ns/net,dev=eth0")
-	return err == nil
-}
+// podMode reports whether mode is a kind of port that is a pod's own
+// interface, which the switch creates in the pod's namespace.
+func podMode(mode string) bool { return slices.Contains(vswitch.GuestDeviceKinds(), mode) }
 
 // routedMode reports whether the switch routes ports of kind mode (and
 // so each of their addresses needs a route), rather than bridging them.
@@ -60,10 +58,7 @@ func routedMode(mode string) bool {
 // podModes lists the modes podMode takes, each routed or bridged.
 func podModes() string {
 	var modes []string
-	for _, k := range vswitch.Kinds() {
-		if !podMode(k) {
-			continue
-		}
+	for _, k := range vswitch.GuestDeviceKinds() {
 		how := "bridged"
 		if routedMode(k) {
 			how = "routed"
@@ -144,7 +139,7 @@ func (s *switchAPI) fail(what string, err error) *types.Error {
 	case errors.As(err, &refused) && (refused.Status == http.StatusConflict && strings.Contains(refused.Message, "needs a restart") ||
 		refused.Status == http.StatusBadRequest && strings.Contains(refused.Message, "mixing tun and tap")):
 		return types.NewError(types.ErrInvalidNetworkConfig,
-			`invalid network configuration: "mode" is not the kind of port the switch at `+s.socket+` runs: set "mode" to the kind of its ports (tun or tap)`,
+			`invalid network configuration: "mode" is not the kind of port the switch at `+s.socket+` runs: set "mode" to the kind of its ports, `+podModes(),
 			what+": "+refused.Message)
 	case errors.As(err, &refused):
 		return types.NewError(types.ErrInternal, "the switch at "+s.socket+" refused to "+what+": "+refused.Message, "")

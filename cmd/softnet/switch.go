@@ -212,7 +212,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&ports, "port", nil, "a port: "+vswitch.PortUsage())
-	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports; PREFIX=PORT,via=REMOTE for a routed vxlan port)")
+	f.StringArrayVar(&routes, "route", nil, vswitch.RouteUsage())
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")

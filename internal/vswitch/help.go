@@ -60,3 +60,8 @@ func PortUsage() string {
 	return kindList(func(k *portkind.Kind) string { return k.Synopsis }) +
 		" (see above) with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off"
 }
+
+// RouteUsage is the --route flag's usage.
+func RouteUsage() string {
+	return "a static route PREFIX=PORT (routed ports; PREFIX=PORT,via=REMOTE for a routed " + relayKinds() + " port)"
+}

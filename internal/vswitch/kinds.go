@@ -34,6 +34,19 @@ func Kinds() []string {
 	return names
 }
 
+// GuestDeviceKinds returns the names of the kinds whose port is a
+// guest's own interface (portkind.Kind.GuestDevice), as the CNI plugin
+// makes a pod's.
+func GuestDeviceKinds() []string {
+	var names []string
+	for _, k := range kinds {
+		if k.GuestDevice {
+			names = append(names, k.Name)
+		}
+	}
+	return names
+}
+
 // kindList joins the kinds' names, or what each gives, as a sentence
 // does: "a, b or c".
 func kindList(of func(*portkind.Kind) string) string {

@@ -341,7 +341,7 @@ func (sw *Switch) openPort(spec PortSpec) (*livePort, error) {
 	if q == 0 {
 		q = sw.cfg.Workers
 	}
-	o, err := spec.Options.Open(spec.Name, spec.Common, q, sw.log)
+	o, err := spec.Options.Open(spec.Name, spec.Common, q, portkind.Host{Pool: sw.pool, Log: sw.log})
 	if err != nil {
 		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
 	}

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/netip"
 
+	"softnet.dev/buffer"
 	"softnet.dev/packet"
 	"softnet.dev/port"
 	"softnet.dev/program"
@@ -41,6 +42,12 @@ type Kind struct {
 	// Needs are options a spec of the kind must give, each with the
 	// error of a spec without it.
 	Needs []Need
+	// GuestDevice: the kind's port is a guest's own interface, the
+	// device dev= in the namespace netns=, which the switch creates if
+	// it is not there (tun, tap), as the CNI plugin makes a pod's
+	// interface; not a port that reaches its guests another way (a
+	// socket, an overlay) or attaches to an interface that is there.
+	GuestDevice bool
 	// Takes are the options every port has that the kind takes; a spec
 	// that gives another is refused with NotTaken, a format of the
 	// option's name ("%s= applies to tun and tap ports").
@@ -132,13 +139,23 @@ type Options interface {
 	// Layer is packet.L2 for a port that carries Ethernet frames and is
 	// bridged, packet.L3 for one that carries IP packets and is routed.
 	Layer() packet.Layer
-	// Open opens the port name with q queues. log receives what
-	// happens to it while it is open.
-	Open(name string, c Common, q int, log *slog.Logger) (Opened, error)
+	// Open opens the port name with q queues, with what the switch
+	// lends it.
+	Open(name string, c Common, q int, h Host) (Opened, error)
 	// Live reports whether a running port of these options takes next,
 	// options of its kind, with Opened.Change, keeping its common
 	// options; if not, the switch closes it and opens it again.
 	Live(next Options) bool
+}
+
+// Host is what the switch lends a port it opens.
+type Host struct {
+	// Pool is the buffer pool of the switch's workers, whose slabs a
+	// port that shares frames with the kernel is made of (package
+	// afxdp's UMEM is a class's slab).
+	Pool *buffer.Pool
+	// Log receives what happens to the port while it is open.
+	Log *slog.Logger
 }
 
 // Opened is an open port of a kind.

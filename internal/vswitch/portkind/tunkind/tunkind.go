@@ -9,7 +9,6 @@ package tunkind
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"softnet.dev/internal/knob"
 	"softnet.dev/internal/vswitch/portkind"
@@ -20,7 +19,7 @@ import (
 // TUN and TAP are the kinds, as the switch registers them.
 var (
 	TUN = portkind.Kind{
-		Name: "tun", Synopsis: "tun:NAME", Takes: portkind.Every,
+		Name: "tun", Synopsis: "tun:NAME", GuestDevice: true, Takes: portkind.Every,
 		Help: `  tun:NAME  a TUN device, routed by the L3 forwarder: it carries IP
             packets. NAME is the device: created if missing (and
             removed at exit), else attached to and left as found. It
@@ -29,7 +28,7 @@ var (
 		New: func() portkind.Options { return &Options{} },
 	}
 	TAP = portkind.Kind{
-		Name: "tap", Synopsis: "tap:NAME", Takes: portkind.Every,
+		Name: "tap", Synopsis: "tap:NAME", GuestDevice: true, Takes: portkind.Every,
 		Help: `  tap:NAME  a TAP device, bridged by MAC address: it carries
             Ethernet frames. NAME as for tun; it takes every option
             below
@@ -97,10 +96,10 @@ func (o *Options) Layer() packet.Layer {
 func (o *Options) Live(portkind.Options) bool { return false }
 
 // Open creates or attaches to the device.
-func (o *Options) Open(name string, c portkind.Common, q int, log *slog.Logger) (portkind.Opened, error) {
+func (o *Options) Open(name string, c portkind.Common, q int, h portkind.Host) (portkind.Opened, error) {
 	cfg := o.Config(name, c, q)
-	cfg.Log = log // link down and up, MTU changes
-	return open(cfg, log)
+	cfg.Log = h.Log // link down and up, MTU changes
+	return open(cfg, h.Log)
 }
 
 var errNoChange = errors.New("tun and tap ports have no options of their own to change")

@@ -7,7 +7,6 @@ package vhostkind
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/packet"
@@ -99,9 +98,9 @@ func (o *Options) Live(portkind.Options) bool { return false }
 
 // Open listens on the socket (or connects to it) from here on, for a
 // VM's front-end.
-func (o *Options) Open(name string, c portkind.Common, q int, log *slog.Logger) (portkind.Opened, error) {
+func (o *Options) Open(name string, c portkind.Common, q int, h portkind.Host) (portkind.Opened, error) {
 	cfg := o.Config(name, c, q)
-	cfg.Log = log
+	cfg.Log = h.Log
 	p, err := vhostuser.Listen(cfg)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package vxlankind
 
 import (
 	"fmt"
-	"log/slog"
 
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/port"
@@ -11,7 +10,7 @@ import (
 )
 
 // Open opens the port's sockets in the underlay's namespace.
-func (o *Options) Open(name string, c portkind.Common, q int, _ *slog.Logger) (portkind.Opened, error) {
+func (o *Options) Open(name string, c portkind.Common, q int, _ portkind.Host) (portkind.Opened, error) {
 	p, err := vxlan.Open(o.Config(name, c, q))
 	if err != nil {
 		return nil, err
