@@ -134,3 +134,50 @@ func TestApplyChangesRoutedVXLANInPlace(t *testing.T) {
 	ping(t, gs[0], gs[1].v4)
 	ping(t, gs[0], gs[1].v6)
 }
+
+// A reload that adds a port whose device a removal is still closing
+// (RemovePort closes it outside the switch's lock) waits for the close,
+// then opens the device again, and the guest is reached through it.
+func TestApplyWaitsForAClosingPort(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	gs := newGuests(t, 2)
+	a, b := gs[0], gs[1]
+	sw, stop := startSwitchConfig(t, gs, Config{})
+	ping(t, a, b.v4)
+	running := sw.Config()
+	// RemovePort's two halves, the close held back.
+	sw.mu.Lock()
+	closeDevice, err := sw.removePort(b.dev, slog.Attr{})
+	sw.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		changes []string
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		changes, err := sw.Apply(running, slog.Attr{})
+		done <- result{changes, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Apply returned while %s was still closing: %v, changes %q", b.dev, r.err, r.changes)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := closeDevice(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if want := "port added: " + b.spec(t, "").String(); r.err != nil || !slices.Contains(r.changes, want) {
+			t.Fatalf("Apply: %v, changes %q; want %q", r.err, r.changes, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Apply did not return once the device was closed")
+	}
+	b.configure(t, gs)
+	ping(t, a, b.v4)
+	stop()
+}
