@@ -77,6 +77,61 @@ func TestPortFloodsManyRemotes(t *testing.T) {
 	}
 }
 
+// A port that SetRemotes grows from 10 remotes to 300, out of order: a
+// flood reaches each of the new set once (more than one flush), a
+// station learned behind a remote that stays is still behind it, and
+// datagrams from a remote of the new set only are taken and learned
+// against it (the queues look sources up in the new set's order).
+func TestPortSetRemotesFloodsManyRemotes(t *testing.T) {
+	const remotes = 300
+	a := netip.MustParseAddr("198.18.0.1")
+	ns := underlay(t, a)
+	if out, err := ns.Exec("ip", "route", "add", "local", "198.18.4.0/23", "dev", "lo"); err != nil {
+		t.Fatal(err, out)
+	}
+	rs := make([]netip.Addr, remotes)
+	r := netip.MustParseAddr("198.18.4.1")
+	for i := range rs {
+		rs[i], r = r, r.Next()
+	}
+	const remotePort = 4790
+	rx := openFloodReceiver(t, ns, remotePort)
+	_, c := newPoolOf(t, buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 1024}}})
+	p := openPort(t, Config{Name: "a", VNI: 42, Local: netip.AddrPortFrom(a, DefaultPort), Port: remotePort, Remotes: rs[:10], NetNS: ns.Name})
+
+	kept, added := [6]byte{0x02, 0, 0, 0, 0x10, 1}, [6]byte{0x02, 0, 0, 0, 0x10, 2}
+	sendFrom(t, ns, rs[5], a, datagram(0x08, 42, 0, frame(macA, kept, 1, 2, 10)))
+	receive(t, c, p, 1)
+	rand.Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
+	if err := p.SetRemotes(rs, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	bcast := [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	if n := send(t, c, p, frame(bcast, macA, 1000, 53, 100)); n != 1 {
+		t.Fatalf("sent %d frames", n)
+	}
+	got := rx.collect(t, remotes)
+	for _, dst := range rs {
+		if n := got[floodKey{dst, len(frame(bcast, macA, 1000, 53, 100))}]; n != 1 {
+			t.Fatalf("remote %v got the flood %d times", dst, n)
+		}
+	}
+	from := netip.MustParseAddr("198.18.5.40") // a remote of the new set only
+	sendFrom(t, ns, from, a, datagram(0x08, 42, 0, frame(macA, added, 1, 2, 10)))
+	receive(t, c, p, 1)
+	table := map[[6]byte]string{}
+	for _, e := range p.Table() {
+		table[e.MAC] = e.Remote
+	}
+	if table[kept] != "198.18.4.6" || table[added] != from.String() {
+		t.Errorf("table %v: want %x behind 198.18.4.6, %x behind %v", table, kept, added, from)
+	}
+	if s := p.Stats(); s.RxDrops.Total() != 0 || s.TxDrops.Total() != 0 {
+		t.Errorf("drops: %+v", s)
+	}
+}
+
 // floodReceiver is a UDP socket that receives datagrams to any local
 // address and tells them apart by destination.
 type floodReceiver struct{ fd int }

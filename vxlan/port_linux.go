@@ -29,18 +29,17 @@ const socketBuffer = 4 << 20
 // namespace. It is an L2 port: a bridge sees one port, behind which the
 // port keeps its own table of which remote each inner MAC is behind.
 type Port struct {
-	cfg     Config
-	info    port.Info
-	remotes []netip.Addr
-	// mtu is the inner IP MTU: the underlay's path MTU to the remotes
-	// (the least, when the port opened) less the encapsulation; 0 if
-	// no remote had a route then.
-	mtu int
-	fdb *fdb
-	// routes are a routed port's, longest prefix first (SetRoutes).
-	routes atomic.Pointer[[]route]
-	rx     []*rxQueue
-	tx     []*txQueue
+	cfg  Config // its Remotes and Static as at Open: peers has them now
+	info port.Info
+	// peers are the remotes, the stations behind them, a routed port's
+	// routes and the inner MTU (see peers).
+	peers atomic.Pointer[peers]
+	// setMu serializes SetRemotes and SetRoutes; vias are the routes
+	// SetRoutes was given last.
+	setMu sync.Mutex
+	vias  []Route
+	rx    []*rxQueue
+	tx    []*txQueue
 	// senders are the sending sockets, shared by the transmit queues;
 	// a flow's hash picks one (senderOf).
 	senders []sender
@@ -67,23 +66,16 @@ func Open(cfg Config) (*Port, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	static := map[[6]byte]int32{}
-	for _, e := range cfg.Static {
-		static[e.MAC] = int32(slices.Index(cfg.Remotes, e.Remote))
-	}
 	layer := packet.L2
 	if cfg.L3 {
 		layer = packet.L3
 	}
 	p := &Port{
-		cfg:     cfg,
-		info:    port.Info{Name: cfg.Name, Layer: layer, Queues: cfg.Queues, MaxFrame: MaxFrame},
-		remotes: slices.Clone(cfg.Remotes),
-		fdb:     newFDB(cfg.MaxEntries, cfg.AgeingTime, static),
+		cfg:  cfg,
+		info: port.Info{Name: cfg.Name, Layer: layer, Queues: cfg.Queues, MaxFrame: MaxFrame},
 	}
-	p.routes.Store(&[]route{})
 	err := netns.Do(cfg.NetNS, func() error {
-		p.mtu = p.innerMTU()
+		p.peers.Store(newPeers(cfg, cfg.Remotes, cfg.Static, innerMTU(cfg, cfg.Remotes)))
 		for range cfg.Queues {
 			rfd, err := p.openUDP()
 			if err != nil {
@@ -105,30 +97,34 @@ func Open(cfg Config) (*Port, error) {
 	return p, nil
 }
 
-func (p *Port) family() int {
-	if p.cfg.Local.Addr().Is4() {
+func (p *Port) family() int { return p.cfg.family() }
+
+// family is the underlay's address family, its local address's.
+func (cfg Config) family() int {
+	if cfg.Local.Addr().Is4() {
 		return unix.AF_INET
 	}
 	return unix.AF_INET6
 }
 
-// innerMTU returns the largest inner IP packet the underlay carries
-// without fragmenting the outer one, toward every remote the
-// namespace has a route to: the kernel's path MTU (the route's, or its
-// device's) less the outer IP, UDP and VXLAN headers and the inner
-// Ethernet header. It returns 0 if no remote has a route.
-func (p *Port) innerMTU() int {
+// innerMTU returns the largest inner IP packet the underlay (the
+// namespace of the caller) carries without fragmenting the outer one,
+// toward every one of remotes it has a route to: the kernel's path MTU
+// (the route's, or its device's) less the outer IP, UDP and VXLAN
+// headers and the inner Ethernet header. It returns 0 if no remote has
+// a route.
+func innerMTU(cfg Config, remotes []netip.Addr) int {
 	overhead, level, opt := OverheadV4, unix.IPPROTO_IP, unix.IP_MTU
-	if p.family() == unix.AF_INET6 {
+	if cfg.family() == unix.AF_INET6 {
 		overhead, level, opt = OverheadV6, unix.IPPROTO_IPV6, unix.IPV6_MTU
 	}
 	least := 0
-	for _, r := range p.remotes {
-		fd, err := unix.Socket(p.family(), unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	for _, r := range remotes {
+		fd, err := unix.Socket(cfg.family(), unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 		if err != nil {
 			continue
 		}
-		if unix.Connect(fd, sockaddr(r, p.cfg.Port)) == nil {
+		if unix.Connect(fd, sockaddr(r, cfg.Port)) == nil {
 			if mtu, err := unix.GetsockoptInt(fd, level, opt); err == nil && (least == 0 || mtu < least) {
 				least = mtu
 			}
@@ -141,10 +137,10 @@ func (p *Port) innerMTU() int {
 	return least - overhead
 }
 
-// MTU returns the inner IP MTU the port found when it opened: the
-// largest IP packet a guest may send through it whole (0: unknown).
-// Guests should be given it.
-func (p *Port) MTU() int { return p.mtu }
+// MTU returns the inner IP MTU the port found toward its remotes (when
+// it opened, or SetRemotes): the largest IP packet a guest may send
+// through it whole (0: unknown). Guests should be given it.
+func (p *Port) MTU() int { return p.peers.Load().mtu }
 
 // openUDP opens a receiving socket bound to the local address and port.
 func (p *Port) openUDP() (int, error) {
@@ -286,7 +282,11 @@ func sockaddr(a netip.Addr, port uint16) unix.Sockaddr {
 func (p *Port) Info() port.Info { return p.info }
 
 // Config returns the port's configuration, defaults filled in.
-func (p *Port) Config() Config { return p.cfg }
+func (p *Port) Config() Config {
+	cfg, pe := p.cfg, p.peers.Load()
+	cfg.Remotes, cfg.Static = slices.Clone(pe.remotes), slices.Clone(pe.static)
+	return cfg
+}
 
 // RxQueue implements port.Port.
 func (p *Port) RxQueue(i int) port.RxQueue {
@@ -345,8 +345,9 @@ func (p *Port) Stats() Stats {
 		qs = append(qs, &q.ctr)
 	}
 	s := statsOf(qs)
-	s.Stations = len(*p.fdb.table.Load())
-	s.Learned, s.Moved, s.LearnFull, s.StationsAged = p.fdb.learned.Load(), p.fdb.moved.Load(), p.fdb.full.Load(), p.fdb.aged.Load()
+	f := p.peers.Load().fdb
+	s.Stations = len(*f.table.Load())
+	s.Learned, s.Moved, s.LearnFull, s.StationsAged = f.learned.Load(), f.moved.Load(), f.full.Load(), f.aged.Load()
 	return s
 }
 
@@ -354,13 +355,14 @@ func (p *Port) Stats() Stats {
 // aged out.
 func (p *Port) Table() []FDBEntry {
 	now := clock()
+	pe := p.peers.Load()
 	var out []FDBEntry
-	for mac, r := range p.fdb.static {
-		out = append(out, FDBEntry{MAC: mac, Remote: p.remotes[r].String(), Static: true})
+	for mac, r := range pe.fdb.static {
+		out = append(out, FDBEntry{MAC: mac, Remote: pe.remotes[r].String(), Static: true})
 	}
-	for mac, e := range *p.fdb.table.Load() {
-		if now-e.seen.Load() <= p.fdb.ageing {
-			out = append(out, FDBEntry{MAC: mac, Remote: p.remotes[e.remote].String()})
+	for mac, e := range *pe.fdb.table.Load() {
+		if now-e.seen.Load() <= pe.fdb.ageing {
+			out = append(out, FDBEntry{MAC: mac, Remote: pe.remotes[e.remote].String()})
 		}
 	}
 	slices.SortFunc(out, func(a, b FDBEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
@@ -382,37 +384,21 @@ func (p *Port) SetRoutes(rs []Route) error {
 	if !p.cfg.L3 {
 		return fmt.Errorf("vxlan %s: routes are for a routed (L3) port", p.cfg.Name)
 	}
-	next := make([]route, 0, len(rs))
-	for _, r := range rs {
-		i := slices.Index(p.remotes, r.Via)
-		j := slices.IndexFunc(p.cfg.Static, func(e StaticEntry) bool { return e.Remote == r.Via })
-		switch {
-		case i < 0:
-			return fmt.Errorf("vxlan %s: route %v via %v: not a remote", p.cfg.Name, r.Prefix, r.Via)
-		case j < 0:
-			return fmt.Errorf("vxlan %s: route %v via %v: the remote's VTEP MAC is unknown (give it a static entry)", p.cfg.Name, r.Prefix, r.Via)
-		}
-		next = append(next, route{prefix: r.Prefix.Masked(), remote: int32(i), mac: p.cfg.Static[j].MAC})
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	next := *p.peers.Load()
+	var err error
+	if next.routes, err = next.resolve(p.cfg.Name, rs); err != nil {
+		return err
 	}
-	slices.SortStableFunc(next, func(a, b route) int { return b.prefix.Bits() - a.prefix.Bits() })
-	p.routes.Store(&next)
-	return nil
-}
-
-// route returns the route of dst, longest prefix first, or nil.
-func (p *Port) route(dst netip.Addr) *route {
-	rs := *p.routes.Load()
-	for i := range rs {
-		if rs[i].prefix.Contains(dst) {
-			return &rs[i]
-		}
-	}
+	p.vias = slices.Clone(rs)
+	p.peers.Store(&next)
 	return nil
 }
 
 // Age forgets the stations that aged out (lookups ignore them already;
 // this gives back their room in the table).
-func (p *Port) Age() { p.fdb.age(clock()) }
+func (p *Port) Age() { p.peers.Load().fdb.age(clock()) }
 
 func (p *Port) downError(op string) error {
 	return fmt.Errorf("vxlan %s: %s: %w: closed", p.cfg.Name, op, port.ErrDown)

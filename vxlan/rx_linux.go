@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -68,12 +67,9 @@ type rxQueue struct {
 	p   *Port
 	fd  int
 	vni uint32
-	// sources are the remotes' addresses, sorted, and bySource each one's
-	// index in the port's remotes: a datagram's source is found by a
-	// binary search, however many remotes an overlay of hundreds of
-	// nodes has.
-	sources  []netip.Addr
-	bySource []int32
+	// peers are the port's as the queue took them last (sync): the
+	// remotes a datagram's source is looked up in.
+	peers *peers
 	// The class Receive takes buffers of, for the pool it was computed
 	// for (a queue is polled through one worker's cache).
 	pool  *buffer.Pool
@@ -133,13 +129,7 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 		pending: make([]*buffer.Buf, 0, maxPendingErrors),
 		ctr:     newCounters(),
 	}
-	for i := range p.remotes {
-		q.bySource = append(q.bySource, int32(i))
-	}
-	slices.SortFunc(q.bySource, func(i, j int32) int { return p.remotes[i].Compare(p.remotes[j]) })
-	for _, i := range q.bySource {
-		q.sources = append(q.sources, p.remotes[i])
-	}
+	q.sync()
 	for i := range q.msgs {
 		h := &q.msgs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&q.names[i]))
@@ -148,6 +138,10 @@ func newRxQueue(p *Port, fd int) *rxQueue {
 	}
 	return q
 }
+
+// sync takes the port's peers as they are now, between two bursts: the
+// messages received and not split yet name remotes of the last set.
+func (q *rxQueue) sync() { q.peers = q.p.peers.Load() }
 
 // syncPool picks the smallest class whose buffers hold minRoom, or the
 // largest.
@@ -198,12 +192,13 @@ func (q *rxQueue) receive(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 	}
 	now := clock()
 	if q.next >= q.nrecv {
+		q.sync()
 		if err := q.recv(c, min(len(bufs), maxBurst)); err != nil {
 			return 0, err
 		}
 	}
 	out := q.splitAll(c, bufs, now)
-	q.p.fdb.commit(&q.learn, now)
+	q.peers.fdb.commit(&q.learn, now)
 	q.ctr.Publish()
 	return out, nil
 }
@@ -500,7 +495,7 @@ func (q *rxQueue) accept(b *buffer.Buf, now int64) (bool, drop.Reason) {
 		q.ctr.N[cRxCsumFinished]++
 	}
 	if !q.p.cfg.L3 {
-		q.p.fdb.see(&q.learn, [6]byte(inner[6:12]), q.cur.remote, now)
+		q.peers.fdb.see(&q.learn, [6]byte(inner[6:12]), q.cur.remote, now)
 	}
 	return true, drop.NotSpecified
 }
@@ -529,10 +524,7 @@ func (q *rxQueue) remote(sa *unix.RawSockaddrInet6, namelen uint32) int {
 	default:
 		return -1
 	}
-	if i, ok := slices.BinarySearchFunc(q.sources, a, netip.Addr.Compare); ok {
-		return int(q.bySource[i])
-	}
-	return -1
+	return q.peers.index(a)
 }
 
 // FD returns the socket: level-triggered readable while datagrams wait.

@@ -56,8 +56,11 @@ type txQueue struct {
 	p       *Port
 	vni     uint32
 	senders []sender
-	dests   []dest
-	all     []int32 // every remote's index: the flood list
+	// peers are the port's as the queue took them last (sync), with
+	// their remotes as sendmmsg addresses them.
+	peers *peers
+	dests []dest
+	all   []int32 // every remote's index: the flood list
 
 	l3    bool         // a routed port: IP packets, each to its route's remote
 	layer packet.Layer // of the packets Transmit gets
@@ -100,7 +103,7 @@ type txQueue struct {
 	// rx is the receive queue of the same index, polled by the same
 	// worker, which hands the ICMP errors this queue makes to guests.
 	rx     *rxQueue
-	mtu    int // Port.mtu
+	mtu    int // peers.mtu
 	errBuf [tooBigRoom]byte
 	ctr    counters
 	_      [cacheline.Size]byte
@@ -120,7 +123,7 @@ var _ port.TxQueue = (*txQueue)(nil)
 func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 	cfg := p.cfg
 	q := &txQueue{
-		p: p, vni: cfg.VNI, senders: p.senders, rx: rx, mtu: p.mtu,
+		p: p, vni: cfg.VNI, senders: p.senders, rx: rx,
 		l3: cfg.L3, layer: p.info.Layer, gso: p.gso,
 		iovs:     make([]unix.Iovec, 2*maxMsgs),
 		hdrs:     make([][outerLen + 14]byte, maxMsgs),
@@ -146,19 +149,7 @@ func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 	for i := range q.bySock {
 		q.bySock[i] = sockList{-1, -1}
 	}
-	for i, r := range p.remotes {
-		var d dest
-		if r.Is4() {
-			sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&d.sa))
-			sa.Family, sa.Addr, sa.Port = unix.AF_INET, r.As4(), htons(cfg.Port)
-			d.namelen = unix.SizeofSockaddrInet4
-		} else {
-			d.sa.Family, d.sa.Addr, d.sa.Port = unix.AF_INET6, r.As16(), htons(cfg.Port)
-			d.namelen = unix.SizeofSockaddrInet6
-		}
-		q.dests = append(q.dests, d)
-		q.all = append(q.all, int32(i))
-	}
+	q.sync()
 	for i := range maxMsgs {
 		PutHeader(q.hdrs[i][:HeaderLen], q.vni) // the same for every datagram
 		q.iovs[2*i].Base = &q.hdrs[i][0]
@@ -168,6 +159,29 @@ func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 		cm.SetLen(unix.CmsgLen(2))
 	}
 	return q
+}
+
+// sync takes the port's peers if they changed, between two bursts.
+func (q *txQueue) sync() {
+	pe := q.p.peers.Load()
+	if pe == q.peers {
+		return
+	}
+	q.peers, q.mtu = pe, pe.mtu
+	q.dests, q.all = q.dests[:0], q.all[:0]
+	for i, r := range pe.remotes {
+		var d dest
+		if r.Is4() {
+			sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&d.sa))
+			sa.Family, sa.Addr, sa.Port = unix.AF_INET, r.As4(), htons(q.p.cfg.Port)
+			d.namelen = unix.SizeofSockaddrInet4
+		} else {
+			d.sa.Family, d.sa.Addr, d.sa.Port = unix.AF_INET6, r.As16(), htons(q.p.cfg.Port)
+			d.namelen = unix.SizeofSockaddrInet6
+		}
+		q.dests = append(q.dests, d)
+		q.all = append(q.all, int32(i))
+	}
 }
 
 // htons returns port in network byte order, as a sockaddr holds it.
@@ -194,6 +208,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		q.ctr.Publish()
 		return 0, q.p.downError("transmit")
 	}
+	q.sync()
 	q.sent, q.counted = 0, -1
 	now := clock()
 	for i, b := range bufs {
@@ -265,7 +280,7 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 	to := one[:]
 	r, ok := 0, false
 	if f[0]&1 == 0 {
-		r, ok = q.p.fdb.lookup([6]byte(f[0:6]), now)
+		r, ok = q.peers.fdb.lookup([6]byte(f[0:6]), now)
 	}
 	if ok {
 		one[0] = int32(r)
@@ -305,7 +320,7 @@ func (q *txQueue) queueRouted(c *buffer.Cache, b *buffer.Buf, orig int32) {
 		q.drop(c, b, drop.PktTooBig)
 		return
 	}
-	rt := q.p.route(dst)
+	rt := q.peers.route(dst)
 	if rt == nil {
 		q.drop(c, b, drop.NoRoute)
 		return

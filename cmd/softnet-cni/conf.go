@@ -45,8 +45,8 @@ func parseConf(stdin []byte) (*netConf, error) {
 		conf.MTU = defaultMTU
 	}
 	switch {
-	case conf.Mode != "tun" && conf.Mode != "tap":
-		return nil, invalidConf(fmt.Sprintf(`"mode": %q: want "tun" (routed) or "tap" (bridged), as the switch's ports are`, conf.Mode))
+	case !podMode(conf.Mode):
+		return nil, invalidConf(fmt.Sprintf(`"mode": %q: want %s, as the switch's ports are`, conf.Mode, podModes()))
 	case conf.MTU < tun.MinMTU || conf.MTU > tun.MaxMTU:
 		return nil, invalidConf(fmt.Sprintf(`"mtu": %d: want %d to %d`, conf.MTU, tun.MinMTU, tun.MaxMTU))
 	case !strings.HasPrefix(conf.Socket, "/"):

@@ -102,10 +102,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	for _, ip := range res.IPs {
 		ip.Interface = current.Int(0)
 	}
-	if err := p.configure(args.IfName, conf.MTU, conf.Mode == "tap", res); err != nil {
+	if err := p.configure(args.IfName, conf.MTU, !routedMode(conf.Mode), res); err != nil {
 		return types.NewError(types.ErrInternal, "configure the container's interface", err.Error())
 	}
-	if conf.Mode == "tun" {
+	if routedMode(conf.Mode) {
 		for _, ip := range res.IPs {
 			if err := sw.addRoute(ctx, hostPrefix(ip), name); err != nil {
 				return err
@@ -193,7 +193,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 			continue
 		}
 		found = true
-		if !strings.Contains(pt.Spec+",", ",netns="+args.Netns+",") || !strings.Contains(pt.Spec+",", ",dev="+args.IfName+",") {
+		if netns, dev, _ := devicePort(pt.Spec); netns != args.Netns || dev != args.IfName {
 			return failed("port %s is %s, not the device %s in %s", name, pt.Spec, args.IfName, args.Netns)
 		}
 		if pt.Down {
@@ -211,7 +211,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err := p.check(args.IfName, prev); err != nil {
 		return failed("%v", err)
 	}
-	if conf.Mode == "tun" {
+	if routedMode(conf.Mode) {
 		routes, err := sw.routes(ctx)
 		if err != nil {
 			return err
@@ -272,7 +272,7 @@ func cmdGC(args *skel.CmdArgs) error {
 	}
 	for _, pt := range ports {
 		// Only ports the plugin made: its names, devices named apart.
-		if isNetworkPort(conf.Name, pt.Name) && strings.Contains(pt.Spec, ",dev=") && !valid[pt.Name] {
+		if _, dev, _ := devicePort(pt.Spec); isNetworkPort(conf.Name, pt.Name) && dev != "" && !valid[pt.Name] {
 			if err := sw.removePort(ctx, pt.Name); err != nil {
 				errs = append(errs, err)
 			}

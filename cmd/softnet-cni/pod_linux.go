@@ -63,10 +63,11 @@ func (p *pod) link(name string) (netlink.Link, error) {
 }
 
 // configure gives the device its MTU, the result's addresses and routes
-// (adding a default route per address family that has none: on a TUN
-// device through the device, on a TAP device through the family's
-// gateway, if IPAM gave one) and completes the result's interface.
-func (p *pod) configure(ifname string, mtu int, tap bool, res *current.Result) error {
+// (adding a default route per address family that has none: on a routed
+// port's device through the device, on a bridged port's through the
+// family's gateway, if IPAM gave one) and completes the result's
+// interface (a bridged port's device has a MAC).
+func (p *pod) configure(ifname string, mtu int, bridged bool, res *current.Result) error {
 	link, err := p.nl.LinkByName(ifname)
 	if err != nil {
 		return fmt.Errorf("%s in %s: %w", ifname, p.path, err)
@@ -74,7 +75,7 @@ func (p *pod) configure(ifname string, mtu int, tap bool, res *current.Result) e
 	if err := p.nl.LinkSetMTU(link, mtu); err != nil {
 		return fmt.Errorf("%s in %s: set MTU %d: %w", ifname, p.path, mtu, err)
 	}
-	if tap {
+	if bridged {
 		res.Interfaces[0].Mac = link.Attrs().HardwareAddr.String()
 	}
 	for _, ip := range res.IPs {
@@ -100,12 +101,12 @@ func (p *pod) configure(ifname string, mtu int, tap bool, res *current.Result) e
 				}
 			}
 		}
-		if !has || hasDefault(res.Routes, fam.v4) || tap && gw == nil {
+		if !has || hasDefault(res.Routes, fam.v4) || bridged && gw == nil {
 			continue
 		}
 		_, dst, _ := net.ParseCIDR(fam.dst)
 		rt := &types.Route{Dst: *dst}
-		if tap {
+		if bridged {
 			rt.GW = gw
 		}
 		res.Routes = append(res.Routes, rt)

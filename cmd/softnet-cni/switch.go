@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"softnet.dev/internal/control"
+	"softnet.dev/internal/vswitch"
 )
 
 // switchAPI is the switch serving a network's control socket.
@@ -29,12 +31,51 @@ func newSwitch(conf *netConf) *switchAPI {
 // addPort adds the attachment's port: a device named ifname in the
 // namespace at netnsPath.
 func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname string) error {
-	spec := fmt.Sprintf("%s:%s,netns=%s,dev=%s", mode, name, netnsPath, ifname)
+	port, err := vswitch.ParsePort(mode + ":" + name)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "invalid port: "+err.Error(), "")
+	}
+	port.NetNS, port.Dev = netnsPath, ifname
+	spec := port.String()
 	var p control.Port
 	if err := s.client.Post(ctx, "/v1/ports", control.PortRequest{Spec: spec}, &p); err != nil {
 		return s.fail("add port "+spec, err)
 	}
 	return nil
+}
+
+// podMode reports whether mode is a kind of port that is a pod's own
+// interface, which the switch creates in the pod's namespace.
+func podMode(mode string) bool { return slices.Contains(vswitch.GuestDeviceKinds(), mode) }
+
+// routedMode reports whether the switch routes ports of kind mode (and
+// so each of their addresses needs a route), rather than bridging them.
+func routedMode(mode string) bool {
+	p, err := vswitch.ParsePort(mode + ":cni0")
+	return err == nil && p.Routed()
+}
+
+// podModes lists the modes podMode takes, each routed or bridged.
+func podModes() string {
+	var modes []string
+	for _, k := range vswitch.GuestDeviceKinds() {
+		how := "bridged"
+		if routedMode(k) {
+			how = "routed"
+		}
+		modes = append(modes, fmt.Sprintf("%q (%s)", k, how))
+	}
+	if len(modes) < 2 {
+		return strings.Join(modes, "")
+	}
+	return strings.Join(modes[:len(modes)-1], ", ") + " or " + modes[len(modes)-1]
+}
+
+// devicePort returns a port's netns= and dev= as the switch lists it
+// (its spec); ok is false for a spec that does not parse.
+func devicePort(spec string) (netns, dev string, ok bool) {
+	p, err := vswitch.ParsePort(spec)
+	return p.NetNS, p.Dev, err == nil
 }
 
 // removePort removes the named port; one the switch does not have, or a
@@ -98,7 +139,7 @@ func (s *switchAPI) fail(what string, err error) *types.Error {
 	case errors.As(err, &refused) && (refused.Status == http.StatusConflict && strings.Contains(refused.Message, "needs a restart") ||
 		refused.Status == http.StatusBadRequest && strings.Contains(refused.Message, "mixing tun and tap")):
 		return types.NewError(types.ErrInvalidNetworkConfig,
-			`invalid network configuration: "mode" is not the kind of port the switch at `+s.socket+` runs: set "mode" to the kind of its ports (tun or tap)`,
+			`invalid network configuration: "mode" is not the kind of port the switch at `+s.socket+` runs: set "mode" to the kind of its ports, `+podModes(),
 			what+": "+refused.Message)
 	case errors.As(err, &refused):
 		return types.NewError(types.ErrInternal, "the switch at "+s.socket+" refused to "+what+": "+refused.Message, "")

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"softnet.dev/internal/vswitch"
 )
 
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -80,5 +82,24 @@ func TestHelp(t *testing.T) {
 	out, _, code := run(t, "bench", "--help")
 	if code != exitOK || !strings.Contains(out, "remote-free") || !strings.Contains(out, "--duration") {
 		t.Fatalf("exit %d, help:\n%s", code, out)
+	}
+}
+
+// softnet switch --help describes every kind of port of the switch's
+// table, and every option every port has.
+func TestSwitchHelpListsTheKinds(t *testing.T) {
+	out, _, code := run(t, "switch", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d, help:\n%s", code, out)
+	}
+	for _, k := range vswitch.Kinds() {
+		if !strings.Contains(out, "\n  "+k+":NAME") {
+			t.Errorf("help lacks the kind %s:\n%s", k, out)
+		}
+	}
+	for _, opt := range []string{"netns", "dev", "queues", "offload", "gro", "io", "allow", "mac", "dhcp-server", "router"} {
+		if !strings.Contains(out, "\n  "+opt+" ") {
+			t.Errorf("help lacks the option %s", opt)
+		}
 	}
 }

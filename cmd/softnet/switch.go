@@ -53,68 +53,7 @@ may advertise itself as an IPv6 router or answer DHCP unless router=on or
 dhcp-server=on. Addresses inside the guests are the operator's business:
 configure them with ip(8) once the switch has created the devices.
 
-A port is kind:NAME[,netns=NS][,dev=IFNAME][,queues=N][,offload=on|off][,gro=on|off]
-[,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-[,router=on|off], or vhost-user:NAME,socket=PATH[,mode=server|client] with
-queues, offload and the port security options:
-  kind      tun or tap, or vhost-user: a VM's virtio-net device, bridged
-            like a tap port, whose front-end (QEMU's -netdev vhost-user,
-            DPDK's virtio-user) connects to the socket the switch listens
-            on at PATH, and may reconnect (a VM that reboots); with
-            mode=client the switch connects to the front-end's socket,
-            and again whenever the front-end listens again
-  NAME      the device: created if missing (and removed at exit), else
-            attached to and left as found
-  netns     a named network namespace (ip netns add NS) to put it in, or
-            a namespace file's path (/proc/PID/ns/net)
-  dev       the device's name in the namespace, if not NAME: port names
-            are unique in the switch, device names in their namespace
-  queues    queues (default: one per worker)
-  offload   virtio-net header with checksum and segmentation offloads (on)
-  gro       coalesce each burst's segments of a TCP or UDP flow into one
-            GSO packet for this port: one write instead of many (on with
-            offload; needs it)
-  allow     source addresses the guest may send from, and claim in ARP
-            and neighbour discovery; others are dropped as IP_RPFILTER
-            (ARP_SPOOF, IPV6_NDISC_SPOOF). Default: the prefixes routed to
-            a tun port, any on a tap port; allow=any for a guest that
-            routes for others
-  mac       tap and vxlan: the source MACs the guest may use (MAC_SPOOF),
-            their EUI-64 link-local addresses allowed too (default any);
-            with allow= and no mac=, list fe80::/64 for IPv6 link-local
-            traffic (neighbour and router discovery)
-  dhcp-server  let DHCP/DHCPv6 server messages out of the guest (off:
-            dropped as DHCP_SERVER)
-  router    let IPv6 router advertisements and redirects out of the
-            guest (off: dropped as IPV6_RA_GUARD, RFC 6105's RA guard);
-            while no port is a router, guests' router solicitations and
-            MLDv2/IGMPv3 reports (to ff02::2, ff02::16, 224.0.0.2,
-            224.0.0.22) drop as NO_ROUTE instead of reaching every port
-
-A VXLAN overlay port, vxlan:NAME,vni=N,local=IP[:PORT],remote=IP
-[,remote=IP...][,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX]
-[,netns=NS][,queues=N][,mode=l2|l3][,vtep-mac=MAC], is bridged like a
-tap port: guests' frames cross to the remote hosts in UDP (RFC 7348),
-from a socket in netns (the underlay's namespace). Unknown, broadcast
-and multicast destinations go to every remote; the source MACs that
-arrive are learned against their remote (ageing 300 s, at most 4096);
-fdb gives a MAC's remote for good. port is the remotes' UDP port
-(default 4789, the IANA port; the kernel's vxlan uses 8472 unless given
-dstport 4789); local's port is the one to listen on (default: port);
-srcports the range of outer source ports (default 32768-60999): the port
-binds up to 16 of them, one a sending socket, and a hash of the inner flow
-picks one. Datagrams from other addresses are dropped
-(IP_RPFILTER), as are bad headers (VXLAN_INVALID_HDR) and other VNIs
-(VXLAN_VNI_NOT_FOUND). Guests should have the underlay's MTU less 50 (70
-over IPv6): longer packets are dropped (PKT_TOO_BIG) and answered with
-ICMP "fragmentation needed" / "packet too big". A kernel peer: ip link
-add vx0 type vxlan id N dstport 4789 local REMOTE remote LOCAL dev ETH,
-bridged with its guests (with dstport 8472, or none, give port=8472). With mode=l3 it is a routed VTEP beside tun
-ports, as Flannel's VXLAN backend builds one: route
-PREFIX=NAME,via=REMOTE sends guests' packets for PREFIX to REMOTE in
-frames from vtep-mac to REMOTE's VTEP MAC, given as fdb=MAC@REMOTE, and
-it takes only frames to vtep-mac (OTHERHOST).
-
+` + vswitch.PortHelp() + `
 A service is a built-in application the switch runs on a zero-copy
 endpoint (package endpoint), answering guests at ADDR:PORT, which is
 routed to it: udp-echo:ADDR:PORT sends every datagram back to its source
@@ -136,7 +75,9 @@ On SIGHUP the switch reads --config FILE again and makes itself what the
 file and the command line's flags say, as at start: ports and routes that
 are gone are removed (those added with softnet ctl too, unless the file
 or a flag has them), new ones added, a port whose spec changed is
-removed and added again; traffic between the ports that stay goes on.
+changed in place where its kind takes the change live (see the kinds
+above), else removed and added again; traffic between the ports that
+stay goes on.
 Each change is logged ("config reloaded"). A file with an error, or one
 that changes workers, services or filters (these need a restart),
 changes nothing and the error is logged with its file and line. Without
@@ -270,8 +211,8 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&ports, "port", nil, "a port: tun:NAME, tap:NAME, vhost-user:NAME,socket=PATH or vxlan:NAME,vni=N,local=IP,remote=IP (see above) with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off")
-	f.StringArrayVar(&routes, "route", nil, "a static route PREFIX=PORT (tun ports; PREFIX=PORT,via=REMOTE for a routed vxlan port)")
+	f.StringArrayVar(&ports, "port", nil, "a port: "+vswitch.PortUsage())
+	f.StringArrayVar(&routes, "route", nil, vswitch.RouteUsage())
 	f.StringArrayVar(&services, "service", nil, "a built-in service: udp-echo:ADDR:PORT or udp-sink:ADDR:PORT (tun ports)")
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")

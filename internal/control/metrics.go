@@ -10,7 +10,7 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/internal/vswitch"
-	"softnet.dev/vhostuser"
+	"softnet.dev/internal/vswitch/portkind"
 )
 
 // metric describes one of softnet's metrics.
@@ -38,12 +38,14 @@ var (
 	mLearning  = metric("learning_total", "Learning events: new entries (learned), entries that moved to another port (moved), moves refused within the hold time or by policy (moves_refused), sources not learned because the table or the port's share was full (table_full) or the port may not send from them (not_allowed), entries aged out (aged).", "table", "kind")
 )
 
-// vhost-user ports' own counters.
-var (
-	mVhostRefused = metric("vhost_user_refusals_total", "What a vhost-user port refused of its front-end (messages, descriptors, memory tables; a fault in guest memory under the control plane) and of its guest (descriptor chains, rings given up until restarted), by reason.", "port", "reason")
-	mVhostCalls   = metric("vhost_user_calls_total", "Notifications of a vhost-user port's guest: sent, or failed because its call eventfd was saturated.", "port", "result")
-	mVhostPolls   = metric("vhost_user_polls_total", "Wakeups of a sleeping worker for packets on a vhost-user ring that has no kick descriptor, which a timer polls.", "port")
-)
+// kindMetrics are the kinds' own metrics, as their units name them.
+var kindMetrics = func() map[*portkind.Metric]*prometheus.Desc {
+	out := map[*portkind.Metric]*prometheus.Desc{}
+	for _, m := range vswitch.KindMetrics() {
+		out[m] = metric(m.Name, m.Help, append([]string{"port"}, m.Labels...)...)
+	}
+	return out
+}()
 
 // collector turns a switch's statistics into metrics when scraped. It
 // reads the counters the workers publish for every view (stats, the
@@ -54,7 +56,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{mVhostRefused, mVhostCalls, mVhostPolls} {
+	for _, d := range kindMetrics {
 		ch <- d
 	}
 }
@@ -96,13 +98,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				{"csum_finished", d.CsumFinished}, {"coalesced", d.Coalesced}, {"coalesced_segs", d.CoalescedSegs}} {
 				counter(mOffload, k.v, p.Name, k.kind)
 			}
-			if v := d.VhostUser; v != nil {
-				for r, n := range v.Refusals {
-					counter(mVhostRefused, n, p.Name, vhostuser.Refusal(r).String())
-				}
-				counter(mVhostCalls, v.Calls, p.Name, "sent")
-				counter(mVhostCalls, v.CallsFailed, p.Name, "failed")
-				counter(mVhostPolls, v.Polls, p.Name)
+			if d.Own != nil {
+				d.Own.Collect(func(m *portkind.Metric, v uint64, labels ...string) {
+					counter(kindMetrics[m], v, append([]string{p.Name}, labels...)...)
+				})
 			}
 			if k := d.Kernel; k != nil {
 				counter(mKernel, k.TxPackets, p.Name, "tx_packets")

@@ -62,7 +62,9 @@ func (s *Server) ports(w http.ResponseWriter, _ *http.Request) {
 // portOf is pv as GET /v1/ports shows it, with its state from st.
 func portOf(pv vswitch.PortView, st engine.Stats) Port {
 	info := pv.Port.Info()
-	created := pv.Device != nil && pv.Device.Created()
+	// A kernel device that the switch created, and removes at exit.
+	c, ok := pv.Port.(interface{ Created() bool })
+	created := ok && c.Created()
 	p := Port{Name: info.Name, Spec: pv.Spec.String(), Info: info.String(), Created: created,
 		Allow: pv.Policy.Allow.String(), MACs: vswitch.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}

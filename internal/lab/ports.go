@@ -127,7 +127,8 @@ func portGuest(runID string, i int, tap bool) *guest {
 // it, and until then the switch would warn that it may send from
 // nowhere.
 func portSpec(g *guest, o Options, live bool) vswitch.PortSpec {
-	spec := vswitch.PortSpec{TAP: o.TAP, Name: g.dev, NetNS: g.ns, Offload: true, GRO: true, IO: o.IO}
+	spec := guestPort(o.TAP, g)
+	spec.IO = o.IO
 	if live && !o.TAP {
 		spec.Allow = &program.Allow{Prefixes: []netip.Prefix{g.v4.Masked(), g.v6.Masked()}}
 	}
@@ -295,7 +296,7 @@ func runPorts(ctx context.Context, o Options, gen generator, rep *Report) (err e
 	})
 	sw := sp.sw
 	pr.PoolBytes = sp.poolBytes()
-	if devs := sw.Devices(); len(devs) > 0 {
+	if devs := sp.devices(); len(devs) > 0 {
 		io, _ := devs[0].IO()
 		pr.IO = io.String()
 	}

@@ -9,6 +9,9 @@ import (
 	"softnet.dev/internal/knob"
 	"softnet.dev/internal/txthread"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/internal/vswitch/portkind"
+	"softnet.dev/internal/vswitch/portkind/tunkind"
+	"softnet.dev/tun"
 )
 
 // softnetPath is a softnet switch built in this process from the same
@@ -24,7 +27,9 @@ type softnetPath struct {
 func switchConfig(p *guestPair, c softnetConfig, tap bool) vswitch.Config {
 	cfg := vswitch.Config{Workers: max(c.Workers, 1)}
 	for _, g := range p.guests() {
-		cfg.Ports = append(cfg.Ports, vswitch.PortSpec{TAP: tap, Name: g.dev, NetNS: g.ns, Offload: c.Offload, GRO: c.GRO, IO: c.IO})
+		spec := guestPort(tap, g)
+		spec.Offload, spec.GRO, spec.IO = c.Offload, c.GRO, c.IO
+		cfg.Ports = append(cfg.Ports, spec)
 		if !tap {
 			cfg.Routes = append(cfg.Routes, vswitch.RouteSpec{Prefix: g.v4.Masked(), Port: g.dev}, vswitch.RouteSpec{Prefix: g.v6.Masked(), Port: g.dev})
 		}
@@ -43,8 +48,12 @@ func (c softnetConfig) plan(cfg vswitch.Config) (vswitch.Plan, error) {
 		p.Pool.Knobs = knob.PoolUncached()
 	}
 	if c.SingleGets {
-		for i := range p.Devices {
-			p.Devices[i].Knobs = knob.TUNSingleGets()
+		for i := range p.Ports {
+			if o, ok := p.Ports[i].Options.(*tunkind.Options); ok {
+				single := *o
+				single.Knobs = knob.TUNSingleGets()
+				p.Ports[i].Options = &single
+			}
 		}
 	}
 	if c.Batch != 0 {
@@ -108,10 +117,31 @@ func (s *softnetPath) buffers() (buffer.Stats, bool) { return s.sw.Pool().Stats(
 // meanwhile (counted on the sending guest's device).
 func (s *softnetPath) deviceNoMem() uint64 {
 	var n uint64
-	for _, d := range s.sw.Devices() {
+	for _, d := range s.devices() {
 		n += d.Stats().RxDrops[drop.NoMem]
 	}
 	return n
+}
+
+// devices returns the switch's ports that are TUN or TAP devices.
+func (s *softnetPath) devices() []*tun.Device {
+	var out []*tun.Device
+	for _, pv := range s.sw.Ports() {
+		if d, ok := pv.Port.(*tun.Device); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// guestPort is guest g's device as a port of the switch, tap (bridged)
+// or tun (routed), with the defaults of `softnet switch --port`.
+func guestPort(tap bool, g *guest) vswitch.PortSpec {
+	k := tunkind.TUN
+	if tap {
+		k = tunkind.TAP
+	}
+	return vswitch.PortSpec{Kind: k.Name, Name: g.dev, Common: portkind.Common{NetNS: g.ns, Offload: true, GRO: true}, Options: k.New()}
 }
 
 // workerThreads returns the workers' OS threads (the switch locks each

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/internal/vswitch/portkind/tunkind"
 )
 
 // The lab's default variant is `softnet switch` as an operator would run
@@ -58,9 +59,9 @@ func TestDefaultVariantIsTheSwitch(t *testing.T) {
 			t.Errorf("%s: same switch as `softnet switch`: %v", v.Name, same)
 		}
 		c := v.softnet
-		if p.Pool.Knobs.Uncached() != c.Uncached || p.Devices[0].Knobs.SingleGets() != c.SingleGets ||
+		if p.Pool.Knobs.Uncached() != c.Uncached || p.Ports[0].Options.(*tunkind.Options).Knobs.SingleGets() != c.SingleGets ||
 			(c.Batch != 0) != (p.Engine.Batch == c.Batch && p.Engine.Batch != want.Engine.Batch) ||
-			p.Devices[0].IO != c.IO || (v.softnet.wrap() != nil) != c.DeferTX {
+			p.Ports[0].IO != c.IO || (v.softnet.wrap() != nil) != c.DeferTX {
 			t.Errorf("%s: plan %+v for %+v", v.Name, p, c)
 		}
 	}

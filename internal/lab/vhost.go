@@ -15,6 +15,7 @@ import (
 	"softnet.dev/drop"
 	"softnet.dev/internal/dpdk"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/vhostuser"
 )
 
 // The vhost-user measurement (Options.Vhost, `softnet lab --vhost`): one
@@ -475,11 +476,8 @@ func (s *softnetVhost) ready(ctx context.Context, fe *dpdk.Process) error {
 	deadline := time.Now().Add(vhostStart)
 	for {
 		running := 0
-		for _, pv := range s.sp.sw.Ports() {
-			if pv.VhostUser == nil {
-				continue
-			}
-			if st := pv.VhostUser.Stats(); st.RunningRings == 2 {
+		for _, vp := range s.ports() {
+			if st := vp.Stats(); st.RunningRings == 2 {
 				running++
 				s.features = st.Features
 			}
@@ -498,6 +496,17 @@ func (s *softnetVhost) ready(ctx context.Context, fe *dpdk.Process) error {
 
 func (s *softnetVhost) cpu() (time.Duration, error) { return processCPU() }
 
+// ports returns the switch's vhost-user ports.
+func (s *softnetVhost) ports() []*vhostuser.Port {
+	var out []*vhostuser.Port
+	for _, pv := range s.sp.sw.Ports() {
+		if vp, ok := pv.Port.(*vhostuser.Port); ok {
+			out = append(out, vp)
+		}
+	}
+	return out
+}
+
 func (s *softnetVhost) thread() (time.Duration, error) { return threadsCPU(s.sp.workerThreads()) }
 
 func (s *softnetVhost) window(context.Context) (func(*VhostRun) error, error) {
@@ -515,21 +524,16 @@ func (s *softnetVhost) activity() VhostActivity {
 		a.BusyRounds += w.BusyRounds
 		a.Sleeps += w.Sleeps
 	}
-	for _, pv := range s.sp.sw.Ports() {
-		if pv.VhostUser != nil {
-			a.Calls += pv.VhostUser.Stats().Calls
-		}
+	for _, vp := range s.ports() {
+		a.Calls += vp.Stats().Calls
 	}
 	return a
 }
 
 func (s *softnetVhost) finish(r *VhostRun) error {
 	var drops drop.Counts
-	for _, pv := range s.sp.sw.Ports() {
-		if pv.VhostUser == nil {
-			continue
-		}
-		st := pv.VhostUser.Stats()
+	for _, vp := range s.ports() {
+		st := vp.Stats()
 		drops.Add(&st.RxDrops)
 		drops.Add(&st.TxDrops)
 		r.BadChains += st.BadChains

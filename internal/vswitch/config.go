@@ -2,160 +2,24 @@ package vswitch
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 
+	"softnet.dev/internal/vswitch/portkind"
+	"softnet.dev/packet"
 	"softnet.dev/program"
 	"softnet.dev/tun"
-	"softnet.dev/vhostuser"
-	"softnet.dev/vxlan"
 )
 
-// PortSpec is one --port argument:
-// kind:NAME[,netns=NS][,dev=IFNAME][,queues=N][,offload=on|off][,gro=on|off][,io=uring|syscall]
-// [,allow=any|none|PREFIX[+PREFIX...]][,mac=MAC[+MAC...]][,dhcp-server=on|off]
-// [,router=on|off], kind tun or tap; vhost-user:NAME,socket=PATH
-// [,mode=server|client] with queues, offload and the port security
-// options; or a VXLAN overlay port,
-// vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...]
-// [,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX][,netns=NS][,queues=N]
-// and the policy options, whose namespace is the underlay's.
-type PortSpec struct {
-	// TAP says the port carries Ethernet frames and is bridged: a TAP
-	// device, or with VhostUser a vhost-user port.
-	TAP bool
-	// VhostUser is a vhost-user port (package vhostuser) listening on
-	// Socket for a VM's front-end, instead of a TAP device.
-	VhostUser bool
-	Socket    string
-	// Client: the vhost-user port connects to the front-end's socket
-	// (mode=client) instead of listening on it (mode=server, the
-	// default).
-	Client bool
-	Name   string
-	// VXLAN is a vxlan: port, which is bridged like a TAP port. Its
-	// overlay is VNI, Local (port 0: DstPort), Remotes and DstPort
-	// (port=; 0: vxlan.DefaultPort).
-	VXLAN   bool
-	VNI     uint32
-	Local   netip.AddrPort
-	Remotes []netip.Addr
-	DstPort uint16
-	// SrcPorts are the outer source ports (srcports=MIN-MAX; zero:
-	// the kernel's ephemeral range, as vxlan.Config's defaults).
-	SrcPorts [2]uint16
-	// Static are the fdb=MAC@REMOTE entries: stations whose remote is
-	// known, never learned over or aged; a routed port's remote VTEP MACs.
-	Static []vxlan.StaticEntry
-	// L3 (mode=l3) makes a routed overlay port, routed like a tun port
-	// (route PREFIX=NAME,via=REMOTE), a VTEP whose MAC is VTEPMAC
-	// (vtep-mac=).
-	L3      bool
-	VTEPMAC [6]byte
-	NetNS   string // a name as `ip netns` takes it, or a namespace file's absolute path
-	Queues  int    // 0: one per worker
-	Offload bool   // default on
-	GRO     bool   // default on with offload; needs it
-	IO      tun.IO // default tun.IOAuto: io_uring where the kernel has it
-	// Allow is the set of source addresses the guest may send from; nil
-	// is the default: the prefixes routed to a TUN port, any address on
-	// a TAP port (whose guests are bridged, not routed).
-	Allow *program.Allow
-	// MACs locks a TAP port's source MACs (empty: any).
-	MACs [][6]byte
-	// DHCPServer lets the guest answer DHCP; off by default.
-	DHCPServer bool
-	// Router lets the guest send IPv6 router advertisements and
-	// redirects; off by default.
-	Router bool
-	// Dev is the device's name in its namespace when it differs from the
-	// port's: port names are unique in the switch, device names only in
-	// their namespace (a CNI plugin gives every container an eth0).
-	Dev string
-
-	at string // "file:line" of a configuration file's directive, for errors
-}
-
-func (p PortSpec) String() string {
-	kind := "tun"
-	switch {
-	case p.VhostUser:
-		kind = "vhost-user"
-	case p.VXLAN:
-		kind = "vxlan"
-	case p.TAP:
-		kind = "tap"
-	}
-	s := kind + ":" + p.Name
-	if p.VhostUser {
-		s += ",socket=" + p.Socket
-		if p.Client {
-			s += ",mode=client"
-		}
-	}
-	if p.VXLAN {
-		s += fmt.Sprintf(",vni=%d,local=", p.VNI)
-		if p.Local.Port() != 0 {
-			s += p.Local.String()
-		} else {
-			s += p.Local.Addr().String()
-		}
-		for _, r := range p.Remotes {
-			s += ",remote=" + r.String()
-		}
-		if p.DstPort != 0 {
-			s += ",port=" + strconv.Itoa(int(p.DstPort))
-		}
-		for _, e := range p.Static {
-			s += ",fdb=" + net.HardwareAddr(e.MAC[:]).String() + "@" + e.Remote.String()
-		}
-		if p.L3 {
-			s += ",mode=l3,vtep-mac=" + net.HardwareAddr(p.VTEPMAC[:]).String()
-		}
-		if p.SrcPorts != [2]uint16{} {
-			s += fmt.Sprintf(",srcports=%d-%d", p.SrcPorts[0], p.SrcPorts[1])
-		}
-	}
-	if p.NetNS != "" {
-		s += ",netns=" + p.NetNS
-	}
-	if p.Dev != "" {
-		s += ",dev=" + p.Dev
-	}
-	if p.Queues > 0 {
-		s += ",queues=" + strconv.Itoa(p.Queues)
-	}
-	if !p.VXLAN && !p.Offload {
-		s += ",offload=off"
-	} else if !p.VXLAN && !p.VhostUser && !p.GRO {
-		s += ",gro=off"
-	}
-	if p.IO != tun.IOAuto {
-		s += ",io=" + p.IO.String()
-	}
-	if p.Allow != nil {
-		s += ",allow=" + p.Allow.String()
-	}
-	if len(p.MACs) > 0 {
-		s += ",mac=" + FormatMACs(p.MACs)
-	}
-	if p.DHCPServer {
-		s += ",dhcp-server=on"
-	}
-	if p.Router {
-		s += ",router=on"
-	}
-	return s
-}
-
 // RouteSpec is one --route argument: PREFIX=PORT[,via=REMOTE], PORT a
-// port's name, REMOTE the remote VTEP of a routed vxlan port.
+// port's name, REMOTE the next hop behind it, for a kind whose routes
+// name one (portkind.Relay).
 type RouteSpec struct {
 	Prefix netip.Prefix
 	Port   string
@@ -173,283 +37,6 @@ type Config struct {
 	// rule matches passes. A last rule "deny" makes the default deny.
 	Filters []program.Rule
 	Workers int // default 1
-}
-
-// ParsePort parses a --port value.
-func ParsePort(s string) (PortSpec, error) {
-	kind, rest, ok := strings.Cut(s, ":")
-	spec := PortSpec{Offload: true, GRO: true}
-	groSet, vniSet := false, false
-	switch {
-	case !ok:
-		return spec, fmt.Errorf("port %q: want tun:NAME, tap:NAME, vhost-user:NAME,socket=PATH or vxlan:NAME,vni=N,local=IP,remote=IP", s)
-	case kind == "tap":
-		spec.TAP = true
-	case kind == "vhost-user":
-		spec.TAP, spec.VhostUser, spec.GRO = true, true, false
-	case kind == "vxlan":
-		spec.VXLAN = true
-	case kind != "tun":
-		return spec, fmt.Errorf("port %q: unknown kind %q (tun, tap, vhost-user or vxlan)", s, kind)
-	}
-	fields := strings.Split(rest, ",")
-	spec.Name = fields[0]
-	for _, f := range fields[1:] {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok || v == "" {
-			return spec, fmt.Errorf("port %q: option %q: want key=value", s, f)
-		}
-		vniSet = vniSet || k == "vni"
-		if handled, err := spec.parseVXLANOption(k, v); handled || err != nil {
-			if err != nil {
-				return spec, fmt.Errorf("port %q: %w", s, err)
-			}
-			continue
-		}
-		if spec.VhostUser && (k == "netns" || k == "dev" || k == "gro" || k == "io") {
-			return spec, fmt.Errorf("port %q: %s= applies to tun and tap devices, not to vhost-user ports", s, k)
-		}
-		if spec.VXLAN && (k == "offload" || k == "gro" || k == "io" || k == "dev") {
-			return spec, fmt.Errorf("port %q: %s= applies to tun and tap ports", s, k)
-		}
-		switch k {
-		case "socket", "mode":
-			if !spec.VhostUser {
-				return spec, fmt.Errorf("port %q: %s= applies to vhost-user ports", s, k)
-			}
-			if k == "socket" {
-				spec.Socket = v
-				break
-			}
-			if v != "server" && v != "client" {
-				return spec, fmt.Errorf("port %q: mode %q: want server or client", s, v)
-			}
-			spec.Client = v == "client"
-		case "netns":
-			spec.NetNS = v
-		case "dev":
-			spec.Dev = v
-		case "queues":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return spec, fmt.Errorf("port %q: queues %q: want a positive number", s, v)
-			}
-			spec.Queues = n
-		case "offload", "gro", "dhcp-server", "router":
-			on := v == "on"
-			if !on && v != "off" {
-				return spec, fmt.Errorf("port %q: %s %q: want on or off", s, k, v)
-			}
-			switch k {
-			case "offload":
-				spec.Offload = on
-			case "gro":
-				spec.GRO, groSet = on, true
-			case "dhcp-server":
-				spec.DHCPServer = on
-			default:
-				spec.Router = on
-			}
-		case "io":
-			if err := spec.IO.UnmarshalText([]byte(v)); err != nil {
-				return spec, fmt.Errorf("port %q: %w", s, err)
-			}
-		case "allow":
-			a, err := parseAllow(v)
-			if err != nil {
-				return spec, fmt.Errorf("port %q: %w", s, err)
-			}
-			spec.Allow = &a
-		case "mac":
-			if !spec.TAP && !spec.VXLAN {
-				return spec, fmt.Errorf("port %q: mac= applies to tap ports: tun ports carry no MAC addresses", s)
-			}
-			m, err := parseMACs(v)
-			if err != nil {
-				return spec, fmt.Errorf("port %q: %w", s, err)
-			}
-			spec.MACs = m
-		default:
-			opts := "netns, dev, queues, offload, gro, io, allow, mac, dhcp-server, router"
-			switch {
-			case spec.VXLAN:
-				opts = "vni, local, remote, fdb, port, srcports, mode, vtep-mac, netns, queues, allow, mac, dhcp-server, router"
-			case spec.VhostUser:
-				opts = "socket, mode, queues, offload, allow, mac, dhcp-server, router"
-			}
-			return spec, fmt.Errorf("port %q: unknown option %q (%s)", s, k, opts)
-		}
-	}
-	if spec.VhostUser {
-		if spec.Socket == "" {
-			return spec, fmt.Errorf("port %q: a vhost-user port needs socket=PATH", s)
-		}
-		if err := spec.vhostUser(spec.Queues).Validate(); err != nil {
-			return spec, fmt.Errorf("port %q: %w", s, err)
-		}
-		return spec, nil
-	}
-	if spec.VXLAN {
-		if !vniSet {
-			return spec, fmt.Errorf("port %q: vxlan ports need vni=N", s)
-		}
-		if err := spec.validate(max(spec.Queues, 1)); err != nil {
-			return spec, fmt.Errorf("port %q: %w", s, err)
-		}
-		return spec, nil
-	}
-	if !spec.Offload {
-		if groSet && spec.GRO {
-			return spec, fmt.Errorf("port %q: gro=on needs offload=on: without a vnet header the device cannot take GSO packets", s)
-		}
-		spec.GRO = false
-	}
-	// The device's own rules (name, namespace, queues) are package tun's.
-	if err := spec.validate(spec.Queues); err != nil {
-		return spec, fmt.Errorf("port %q: %w", s, err)
-	}
-	if spec.Dev != "" {
-		// Routes name the port: its name keeps a device name's rules.
-		if err := (tun.Config{Name: spec.Name}).Validate(); err != nil {
-			return spec, fmt.Errorf("port %q: port name: %w", s, err)
-		}
-	}
-	return spec, nil
-}
-
-// parseVXLANOption parses an option of a vxlan: port and reports
-// whether it was one.
-func (p *PortSpec) parseVXLANOption(k, v string) (bool, error) {
-	switch k {
-	case "mode":
-		if !p.VXLAN {
-			return false, nil // a vhost-user port's
-		}
-	case "vni", "local", "remote", "port", "srcports", "fdb", "vtep-mac":
-		if !p.VXLAN {
-			return true, fmt.Errorf("%s= applies to vxlan ports", k)
-		}
-	default:
-		return false, nil
-	}
-	switch k {
-	case "vni":
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || n > vxlan.MaxVNI {
-			return true, fmt.Errorf("vni %q: want 0 to %d", v, vxlan.MaxVNI)
-		}
-		p.VNI = uint32(n)
-	case "local":
-		ap, err := netip.ParseAddrPort(v)
-		if err != nil {
-			a, aerr := netip.ParseAddr(v)
-			if aerr != nil {
-				return true, fmt.Errorf("local %q: want IP or IP:PORT ([IPv6]:PORT)", v)
-			}
-			ap = netip.AddrPortFrom(a, 0)
-		}
-		p.Local = ap
-	case "remote":
-		a, err := netip.ParseAddr(v)
-		if err != nil {
-			return true, fmt.Errorf("remote %q: want an IP address", v)
-		}
-		p.Remotes = append(p.Remotes, a)
-	case "port":
-		n, err := strconv.ParseUint(v, 10, 16)
-		if err != nil || n == 0 {
-			return true, fmt.Errorf("port %q: want a UDP port, 1 to 65535", v)
-		}
-		p.DstPort = uint16(n)
-	case "srcports":
-		lo, hi, ok := strings.Cut(v, "-")
-		a, aerr := strconv.ParseUint(lo, 10, 16)
-		b, berr := strconv.ParseUint(hi, 10, 16)
-		if !ok || aerr != nil || berr != nil || a == 0 || a > b {
-			return true, fmt.Errorf("srcports %q: want MIN-MAX, 1 <= MIN <= MAX <= 65535", v)
-		}
-		p.SrcPorts = [2]uint16{uint16(a), uint16(b)}
-	case "fdb":
-		mac, ip, ok := strings.Cut(v, "@")
-		m, merr := net.ParseMAC(mac)
-		r, rerr := netip.ParseAddr(ip)
-		if !ok || merr != nil || len(m) != 6 || rerr != nil {
-			return true, fmt.Errorf("fdb %q: want MAC@REMOTE", v)
-		}
-		p.Static = append(p.Static, vxlan.StaticEntry{MAC: [6]byte(m), Remote: r})
-	case "mode":
-		if v != "l2" && v != "l3" {
-			return true, fmt.Errorf("mode %q: want l2 (bridged) or l3 (routed)", v)
-		}
-		p.L3 = v == "l3"
-	case "vtep-mac":
-		m, err := net.ParseMAC(v)
-		if err != nil || len(m) != 6 {
-			return true, fmt.Errorf("vtep-mac %q: want a MAC address", v)
-		}
-		p.VTEPMAC = [6]byte(m)
-	}
-	return true, nil
-}
-
-// checkVia checks a route to the port: via= a remote with a VTEP MAC
-// for a routed vxlan port, and only for one.
-func (p PortSpec) checkVia(rt RouteSpec) error {
-	switch {
-	case !p.VXLAN && rt.Via.IsValid():
-		return fmt.Errorf("route %s: via= is for routed vxlan ports", rt)
-	case !p.VXLAN:
-		return nil
-	case !rt.Via.IsValid():
-		return fmt.Errorf("route %s: a route to a vxlan port says via=REMOTE", rt)
-	}
-	for _, e := range p.Static {
-		if e.Remote == rt.Via {
-			return nil
-		}
-	}
-	return fmt.Errorf("route %s: %v is no remote of %s with a VTEP MAC (fdb=MAC@%v)", rt, rt.Via, p.Name, rt.Via)
-}
-
-// l2 says whether the port carries Ethernet frames (tap, vxlan) and is
-// bridged, rather than IP packets that are routed (tun).
-func (p PortSpec) l2() bool { return p.TAP || p.VXLAN && !p.L3 }
-
-// vxlanConfig is the overlay port a vxlan: spec opens with q queues.
-func (p PortSpec) vxlanConfig(q int) vxlan.Config {
-	return vxlan.Config{Name: p.Name, VNI: p.VNI, Local: p.Local, Remotes: p.Remotes, NetNS: p.NetNS, Port: p.DstPort, Queues: q,
-		SrcPortMin: p.SrcPorts[0], SrcPortMax: p.SrcPorts[1], Static: p.Static, L3: p.L3, VTEPMAC: p.VTEPMAC}
-}
-
-// device is the TUN/TAP device the port opens with q queues.
-func (p PortSpec) device(q int) tun.Config {
-	c := tun.Config{Name: p.Name, TAP: p.TAP, NetNS: p.NetNS, Queues: q, Offload: p.Offload, GRO: p.GRO, IO: p.IO}
-	if p.Dev != "" {
-		c.Name, c.PortName = p.Dev, p.Name
-	}
-	return c
-}
-
-// vhostUser is the vhost-user port a VhostUser spec opens with q queue
-// pairs.
-func (p PortSpec) vhostUser(q int) vhostuser.Config {
-	return vhostuser.Config{Name: p.Name, Socket: p.Socket, Client: p.Client, Queues: q, Offload: p.Offload}
-}
-
-// validate checks the port's own rules with q queues: package tun's,
-// vhostuser's or vxlan's.
-func (p PortSpec) validate(q int) error {
-	switch {
-	case p.VhostUser:
-		return p.vhostUser(q).Validate()
-	case p.VXLAN:
-		// Routes and reports name it as they name devices.
-		if err := (tun.Config{Name: p.Name}).Validate(); err != nil {
-			return err
-		}
-		return p.vxlanConfig(q).Validate()
-	}
-	return p.device(q).Validate()
 }
 
 // ParseRoute parses a --route value.
@@ -593,47 +180,65 @@ func (cfg *Config) Validate() error {
 		return fmt.Errorf("workers %d: want 1 to %d", cfg.Workers, MaxWorkers)
 	}
 	names := map[string]bool{}
-	sockets := map[string]string{}
-	tap, tun := 0, 0
-	for _, p := range cfg.Ports {
+	claims := map[string]string{}
+	// The first routed and the first bridged port: a configuration has
+	// one or the other.
+	var routedPort, bridgedPort *PortSpec
+	for i, p := range cfg.Ports {
 		// Routes and stats name ports by device name, so names are unique
 		// even across namespaces.
 		if names[p.Name] {
 			return in(p.at, fmt.Errorf("port %s: a port named %s is given twice", p, p.Name))
 		}
 		names[p.Name] = true
-		if p.VhostUser {
-			if other, dup := sockets[p.Socket]; dup {
-				return in(p.at, fmt.Errorf("port %s: port %s listens on socket %s already", p, other, p.Socket))
-			}
-			sockets[p.Socket] = p.Name
+		o := p.Options
+		if o == nil {
+			return in(p.at, fmt.Errorf("port %s: no options of a kind (%s): ParsePort makes a port", p, kindList(func(k *portkind.Kind) string { return k.Name })))
 		}
-		if p.l2() {
-			tap++
+		if c, ok := o.(portkind.Claimer); ok {
+			claim := c.Claim()
+			if other, dup := claims[p.Kind+" "+claim]; dup {
+				return in(p.at, fmt.Errorf("port %s: port %s %s already", p, other, claim))
+			}
+			claims[p.Kind+" "+claim] = p.Name
+		}
+		if o.Layer() == packet.L3 {
+			routedPort = cmp.Or(routedPort, &cfg.Ports[i])
 		} else {
-			tun++
+			bridgedPort = cmp.Or(bridgedPort, &cfg.Ports[i])
 		}
 		if p.Queues != 0 && p.Queues < cfg.Workers {
 			return in(p.at, fmt.Errorf("port %s: %d queues for %d workers: each worker needs a queue of every port", p, p.Queues, cfg.Workers))
 		}
-		if err := p.validate(max(p.Queues, cfg.Workers)); err != nil {
+		if err := o.Check(p.Name, p.Common, max(p.Queues, cfg.Workers)); err != nil {
 			return in(p.at, fmt.Errorf("port %s: %w", p, err))
 		}
 	}
-	if tap > 0 && tun > 0 {
-		return fmt.Errorf("mixing tun and tap ports (or vxlan ports, bridged like tap ports) is not supported: TUN ports carry IP packets and are routed by the L3 forwarder, TAP ports carry Ethernet frames and are bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the TUN side")
+	if routedPort != nil && bridgedPort != nil {
+		kinds := routedPort.Kind + " and " + bridgedPort.Kind
+		if routedPort.Kind == bridgedPort.Kind {
+			kinds = "routed and bridged " + routedPort.Kind
+		}
+		return fmt.Errorf("mixing %s ports is not supported: port %s carries IP packets and is routed by the L3 forwarder, port %s carries Ethernet frames and is bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the routed side",
+			kinds, routedPort.Name, bridgedPort.Name)
 	}
 	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {
-		if tap > 0 {
-			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to tun ports; tap and vxlan ports are bridged by MAC address", rt.Prefix, rt.Port))
-		}
 		i := cfg.portIndex(rt.Port)
 		if i < 0 {
 			return in(rt.at, fmt.Errorf("route %s=%s: no such port", rt.Prefix, rt.Port))
 		}
-		if err := cfg.Ports[i].checkVia(rt); err != nil {
-			return in(rt.at, err)
+		if bridgedPort != nil {
+			return in(rt.at, fmt.Errorf("route %s=%s: routes apply to routed ports; %s port %s is bridged by MAC address", rt.Prefix, rt.Port, cfg.Ports[i].Kind, rt.Port))
+		}
+		// A route names a next hop (via=) only to a port whose kind is a
+		// portkind.Relay, which checks it.
+		if r, ok := cfg.Ports[i].Options.(portkind.Relay); ok {
+			if err := r.CheckVia(rt.Port, rt.Via); err != nil {
+				return in(rt.at, fmt.Errorf("route %s: %w", rt, err))
+			}
+		} else if rt.Via.IsValid() {
+			return in(rt.at, fmt.Errorf("route %s: via= is for routed %s ports", rt, relayKinds()))
 		}
 		if other, dup := routed[rt.Prefix]; dup {
 			return in(rt.at, fmt.Errorf("route %s=%s: %s is already routed to %s", rt.Prefix, rt.Port, rt.Prefix, other))
@@ -642,7 +247,7 @@ func (cfg *Config) Validate() error {
 	}
 	seen := map[netip.AddrPort]bool{}
 	for _, sv := range cfg.Services {
-		if tap > 0 {
+		if bridgedPort != nil {
 			return in(sv.at, fmt.Errorf("service %s: services answer on tun ports (the L3 forwarder routes to them)", sv))
 		}
 		if seen[sv.Addr] {

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"softnet.dev/internal/vswitch/portkind/vhostkind"
+	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
 
 func TestParsePort(t *testing.T) {
@@ -12,13 +15,13 @@ func TestParsePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.TAP || p.Name != "sn0" || p.NetNS != "guest1" || p.Queues != 2 || p.Offload {
+	if p.Kind != "tun" || p.Name != "sn0" || p.NetNS != "guest1" || p.Queues != 2 || p.Offload {
 		t.Fatalf("%+v", p)
 	}
 	if p.String() != "tun:sn0,netns=guest1,queues=2,offload=off" {
 		t.Fatalf("String = %s", p)
 	}
-	if p, err := ParsePort("tap:t0"); err != nil || !p.TAP || !p.Offload || !p.GRO || p.Queues != 0 {
+	if p, err := ParsePort("tap:t0"); err != nil || p.Kind != "tap" || p.Routed() || !p.Offload || !p.GRO || p.Queues != 0 {
 		t.Fatalf("%+v %v", p, err)
 	}
 	// GRO follows offload unless set, and cannot go without it.
@@ -63,7 +66,7 @@ func TestParseVhostUserPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.VhostUser || !p.TAP || p.Socket != "/run/softnet/vm1.sock" || p.Queues != 2 || p.Offload || len(p.MACs) != 1 {
+	if o, ok := p.Options.(*vhostkind.Options); !ok || p.Routed() || o.Socket != "/run/softnet/vm1.sock" || p.Queues != 2 || p.Offload || len(p.MACs) != 1 {
 		t.Fatalf("%+v", p)
 	}
 	if want := "vhost-user:vm1,socket=/run/softnet/vm1.sock,queues=2,offload=off,mac=02:00:00:00:00:07"; p.String() != want {
@@ -76,7 +79,7 @@ func TestParseVhostUserPort(t *testing.T) {
 		"vhost-user:vm1,socket=/a,mode=client": "vhost-user:vm1,socket=/a,mode=client",
 		"vhost-user:vm1,mode=server,socket=/a": "vhost-user:vm1,socket=/a",
 	} {
-		if p, err := ParsePort(in); err != nil || p.String() != want || p.Client != strings.Contains(want, "client") {
+		if p, err := ParsePort(in); err != nil || p.String() != want || p.Options.(*vhostkind.Options).Client != strings.Contains(want, "client") {
 			t.Errorf("ParsePort(%q) = %s, %v; want %s", in, p, err, want)
 		}
 	}
@@ -99,7 +102,7 @@ func TestParseVhostUserPort(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "socket /run/a.sock already") {
 		t.Errorf("two ports on one socket: %v", err)
 	}
-	cfg.Ports[2].Socket = "/run/b.sock"
+	cfg.Ports[2].Options = &vhostkind.Options{Socket: "/run/b.sock"}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("tap and vhost-user ports: %v", err)
 	}
@@ -222,13 +225,19 @@ func TestValidate(t *testing.T) {
 		"route on tap":    {Ports: []PortSpec{port("tap:a"), port("tap:b")}, Routes: []RouteSpec{{Port: "a"}}},
 		"few queues":      {Ports: []PortSpec{port("tun:a,queues=1"), port("tun:b")}, Workers: 2},
 		"workers":         {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Workers: 1000},
-		"many queues":     {Ports: []PortSpec{{Name: "a", Queues: 1000}, port("tun:b")}},
+		"many queues":     {Ports: []PortSpec{withQueues(port("tun:a"), 1000), port("tun:b")}},
 		"duplicate route": {Ports: []PortSpec{port("tun:a"), port("tun:b")}, Routes: []RouteSpec{{Prefix: netip.MustParsePrefix("198.18.1.0/24"), Port: "a"}, {Prefix: netip.MustParsePrefix("198.18.1.0/24"), Port: "b"}}},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// withQueues is p with q queues, which its spec could not give.
+func withQueues(p PortSpec, q int) PortSpec {
+	p.Queues = q
+	return p
 }
 
 func TestParseService(t *testing.T) {
@@ -338,11 +347,12 @@ func TestParsePortVXLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.VXLAN || !p.l2() || p.VNI != 42 || p.Local != netip.MustParseAddrPort("198.18.100.1:0") || len(p.Remotes) != 2 ||
-		p.DstPort != 8472 || p.NetNS != "host1" || p.Queues != 2 {
+	o, ok := p.Options.(*vxlankind.Options)
+	if !ok || p.Routed() || o.VNI != 42 || o.Local != netip.MustParseAddrPort("198.18.100.1:0") || len(o.Remotes) != 2 ||
+		o.DstPort != 8472 || p.NetNS != "host1" || p.Queues != 2 {
 		t.Fatalf("%+v", p)
 	}
-	if cfg := p.vxlanConfig(2); cfg.Port != 8472 || cfg.Remotes[1] != netip.MustParseAddr("198.18.100.3") || cfg.SrcPortMin != 0 {
+	if cfg := o.Config(p.Name, p.Common, 2); cfg.Port != 8472 || cfg.Remotes[1] != netip.MustParseAddr("198.18.100.3") || cfg.SrcPortMin != 0 {
 		t.Fatalf("%+v", cfg)
 	}
 	for in, want := range map[string]string{
@@ -414,7 +424,7 @@ func TestParseRoutedVXLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !vx.L3 || vx.l2() || vx.String() != "vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:02@198.18.0.2,mode=l3,vtep-mac=02:00:00:00:00:01" {
+	if !vx.Routed() || vx.String() != "vxlan:vx,vni=1,local=198.18.0.1,remote=198.18.0.2,fdb=02:00:00:00:00:02@198.18.0.2,mode=l3,vtep-mac=02:00:00:00:00:01" {
 		t.Fatalf("%+v %s", vx, vx)
 	}
 	for _, bad := range []string{
@@ -476,7 +486,9 @@ func TestCPUs(t *testing.T) {
 			t.Errorf("ParseCPUs(%q) = %v, want an error", in, got)
 		}
 	}
-	ports := []PortSpec{{TAP: true, Name: "a"}, {TAP: true, Name: "b"}}
+	a, _ := ParsePort("tap:a")
+	b, _ := ParsePort("tap:b")
+	ports := []PortSpec{a, b}
 	p, err := NewPlan(Config{Ports: ports, Workers: 2}, Tuning{CPUs: "1,0"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,14 +6,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"softnet.dev/engine"
 	"softnet.dev/port"
 	"softnet.dev/program"
-	"softnet.dev/tun"
-	"softnet.dev/vhostuser"
-	"softnet.dev/vxlan"
 )
 
 // Errors of the changes a running switch refuses, for callers that map
@@ -59,11 +55,11 @@ func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	if err != nil {
 		return err
 	}
-	lp, err := sw.openPort(spec, spec.deviceFor(sw.cfg.Workers))
+	lp, err := sw.openPort(spec)
 	if err != nil {
 		return err
 	}
-	return sw.addPort(next, lp, next.Routes, by)
+	return sw.addPort(next, lp, spec.policy(next.Routes), by)
 }
 
 // withPort returns the configuration with spec added, if valid.
@@ -85,16 +81,17 @@ func (sw *Switch) withPort(spec PortSpec) (Config, error) {
 // takes says whether the running switch can take a port of spec's kind:
 // its programs are those of the ports it started with.
 func (sw *Switch) takes(spec PortSpec) error {
-	if spec.l2() && sw.chain.bridge == nil || !spec.l2() && sw.chain.fwd == nil {
+	if routed := spec.Routed(); !routed && sw.chain.bridge == nil || routed && sw.chain.fwd == nil {
 		return fmt.Errorf("port %s: %w: this switch started with ports of the other kind; one that starts with none takes either", spec, ErrRestart)
 	}
 	return nil
 }
 
-// addPort adds lp, whose device is open, making next the configuration.
-// Its default sources are the prefixes routes route to it: next's, or
-// (Apply) those of the configuration being applied, whose routes follow.
-func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog.Attr) error {
+// addPort adds lp, whose device is open, with its policy pol, making
+// next the configuration. pol's default sources are the prefixes routes
+// route to it: next's, or (Apply) those of the configuration being
+// applied, whose routes follow.
+func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by slog.Attr) error {
 	spec := lp.spec
 	// The policy first, at the index the port gets: its first packet is
 	// checked.
@@ -105,7 +102,7 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog
 			sw.forgetIndex(index)
 			delete(sw.stale, index)
 		}
-		return sw.chain.sec.SetPolicy(index, portPolicy(index, spec, routes))
+		return sw.chain.sec.SetPolicy(index, pol)
 	})
 	if err != nil {
 		err = fmt.Errorf("port %s: %w", spec, err)
@@ -121,7 +118,6 @@ func (sw *Switch) addPort(next Config, lp *livePort, routes []RouteSpec, by slog
 	}
 	lp.index = index
 	sw.cfg, sw.ports = next, append(sw.ports, lp)
-	pol, _ := sw.chain.sec.Policy(lp.index)
 	sw.warnNoSources(spec.Name, pol)
 	sw.resizeShares()
 	sw.log.Info("port added", "port", spec.Name, "index", lp.index, by)
@@ -247,18 +243,25 @@ func (sw *Switch) addRoute(rt RouteSpec, by slog.Attr) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
+	return sw.route(lp, rt, next, lp.spec.policy(next.Routes), by)
+}
+
+// route routes rt to lp, whose policy becomes pol, making next, which
+// has the route, the configuration.
+func (sw *Switch) route(lp *livePort, rt RouteSpec, next Config, pol program.PortPolicy, by slog.Attr) error {
 	// The policy before the route: the guest's replies from the prefix
 	// must not be dropped as spoofed.
-	if err := sw.setPolicy(lp, next.Routes); err != nil {
+	if err := sw.setPolicy(lp, pol); err != nil {
 		return err
 	}
-	// A routed vxlan port's remote before the route: what is routed to
-	// the port must find it.
-	if err := lp.setVias(next.Routes); err != nil {
-		return errors.Join(err, sw.setPolicy(lp, sw.cfg.Routes))
+	undo := func() error { return sw.setPolicy(lp, lp.spec.policy(sw.cfg.Routes)) }
+	// A port that routes what is sent to it learns the route first:
+	// what is routed to the port must find its next hop.
+	if err := lp.setRoutes(next.Routes); err != nil {
+		return errors.Join(err, undo())
 	}
 	if err := sw.chain.fwd.AddRoute(program.Route{Prefix: rt.Prefix, Port: lp.index}); err != nil {
-		return errors.Join(fmt.Errorf("route %s: %w", rt, err), sw.setPolicy(lp, sw.cfg.Routes), lp.setVias(sw.cfg.Routes))
+		return errors.Join(fmt.Errorf("route %s: %w", rt, err), undo(), lp.setRoutes(sw.cfg.Routes))
 	}
 	sw.cfg = next
 	sw.log.Info("route added", "route", rt.String(), by)
@@ -283,10 +286,10 @@ func (sw *Switch) removeRoute(prefix netip.Prefix, by slog.Attr) error {
 	}
 	sw.cfg.Routes = slices.Delete(sw.cfg.Routes, i, i+1)
 	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
-	if err := sw.setPolicy(lp, sw.cfg.Routes); err != nil {
+	if err := sw.setPolicy(lp, lp.spec.policy(sw.cfg.Routes)); err != nil {
 		return err
 	}
-	if err := lp.setVias(sw.cfg.Routes); err != nil {
+	if err := lp.setRoutes(sw.cfg.Routes); err != nil {
 		return err
 	}
 	sw.log.Info("route removed", "route", rt.String(), by)
@@ -297,9 +300,9 @@ func (sw *Switch) routeIndex(prefix netip.Prefix) int {
 	return slices.IndexFunc(sw.cfg.Routes, func(r RouteSpec) bool { return r.Prefix == prefix })
 }
 
-// setPolicy gives lp the policy its spec and routes make.
-func (sw *Switch) setPolicy(lp *livePort, routes []RouteSpec) error {
-	if err := sw.chain.sec.SetPolicy(lp.index, portPolicy(lp.index, lp.spec, routes)); err != nil {
+// setPolicy gives lp the policy pol.
+func (sw *Switch) setPolicy(lp *livePort, pol program.PortPolicy) error {
+	if err := sw.chain.sec.SetPolicy(lp.index, pol); err != nil {
 		return fmt.Errorf("port %s: %w", lp.spec.Name, err)
 	}
 	return nil
@@ -312,176 +315,14 @@ func (sw *Switch) resizeShares() {
 	}
 }
 
-// Apply changes the running switch into cfg (a configuration file read
-// again, on SIGHUP): ports and routes that are gone are removed, new
-// ones added, and a port whose spec changed is removed and added again.
-// It returns what it changed, one line each. The whole change is checked
-// before anything is touched: an invalid cfg, one that differs in what
-// cannot change live (workers, services, filters, the kind of ports the
-// switch forwards) or gives a port a policy that does not compile,
-// changes nothing. New devices (new ports', and those of changed ports
-// that move to another namespace) are opened before anything is
-// removed, so a device that cannot be opened changes nothing either,
-// and those opened are closed again. Only an error after that (a changed
-// port whose device cannot be opened again once closed, a worker that
-// does not take up a change) leaves the switch part-way, with the
-// returned lines saying how far it got. by says who asked, as for
-// AddPort.
-func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
-	if cfg.Workers == 0 {
-		cfg.Workers = 1
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	// Devices that RemovePort is closing may be opened again: their
-	// closes take no lock of ours, so waiting for them here is safe.
-	for _, p := range cfg.Ports {
-		if closed := sw.closed(p.Name); closed != nil {
-			<-closed
-		}
-	}
-	cur := sw.cfg.clone()
-	var fixed []string
-	if cfg.Workers != cur.Workers {
-		fixed = append(fixed, fmt.Sprintf("workers %d → %d", cur.Workers, cfg.Workers))
-	}
-	if !slices.EqualFunc(cfg.Services, cur.Services, func(a, b ServiceSpec) bool { return a.String() == b.String() }) {
-		fixed = append(fixed, "services")
-	}
-	if !slices.EqualFunc(cfg.Filters, cur.Filters, func(a, b program.Rule) bool { return a.String() == b.String() }) {
-		fixed = append(fixed, "filters")
-	}
-	if len(fixed) > 0 {
-		return nil, fmt.Errorf("%s changed: %w; nothing was changed", strings.Join(fixed, ", "), ErrRestart)
-	}
-	specOf := func(c Config, name string) (string, bool) {
-		if i := c.portIndex(name); i >= 0 {
-			return c.Ports[i].String(), true
-		}
-		return "", false
-	}
-	var gone, changed []string
-	for _, p := range cur.Ports {
-		if s, ok := specOf(cfg, p.Name); !ok {
-			gone = append(gone, p.Name)
-		} else if s != p.String() {
-			changed = append(changed, p.Name)
-		}
-	}
-	if err := sw.checkPorts(cfg); err != nil {
-		return nil, fmt.Errorf("%w; nothing was changed", err)
-	}
-	routeTo := func(c Config, r RouteSpec) bool {
-		return slices.ContainsFunc(c.Routes, func(o RouteSpec) bool { return o.Prefix == r.Prefix && o.Port == r.Port })
-	}
-	// Open what is new before anything goes: a changed port's device
-	// in the same namespace is the one open now, opened again below.
-	opened := map[string]*livePort{}
-	closeOpened := func() {
-		for _, lp := range opened {
-			_ = lp.port.CloseInto(nil)
-		}
-	}
-	for _, p := range cfg.Ports {
-		if i := cur.portIndex(p.Name); i >= 0 && (cur.Ports[i].String() == p.String() || cur.Ports[i].NetNS == p.NetNS) {
-			continue
-		}
-		lp, err := sw.openPort(p, p.deviceFor(cfg.Workers))
-		if err != nil {
-			closeOpened()
-			return nil, fmt.Errorf("%w; nothing was changed", err)
-		}
-		opened[p.Name] = lp
-	}
-	defer closeOpened() // those an error left unused
-	var done []string
-	step := func(line string, err error) error {
-		if err != nil {
-			so := "nothing"
-			if len(done) > 0 {
-				so = strings.Join(done, "; ")
-			}
-			return fmt.Errorf("%w; changed before the error: %s", err, so)
-		}
-		done = append(done, line)
-		return nil
-	}
-	for _, r := range slices.Clone(sw.cfg.Routes) {
-		if !routeTo(cfg, r) || slices.Contains(gone, r.Port) || slices.Contains(changed, r.Port) {
-			if err := step("route removed: "+r.String(), sw.removeRoute(r.Prefix, by)); err != nil {
-				return done, err
-			}
-		}
-	}
-	// A changed port's device may be opened again below: each closes
-	// before the next step.
-	for _, name := range append(gone, changed...) {
-		closeDevice, err := sw.removePort(name, by)
-		if err == nil {
-			err = closeDevice()
-		}
-		if err := step("port removed: "+name, err); err != nil {
-			return done, err
-		}
-	}
-	for _, p := range cfg.Ports {
-		if _, ok := specOf(sw.cfg, p.Name); ok {
-			continue
-		}
-		next, err := sw.withPort(p)
-		lp := opened[p.Name]
-		if err == nil && lp == nil { // a changed port, removed above
-			lp, err = sw.openPort(p, p.deviceFor(cfg.Workers))
-		}
-		if err == nil {
-			delete(opened, p.Name)
-			err = sw.addPort(next, lp, cfg.Routes, by)
-		}
-		if err := step("port added: "+p.String(), err); err != nil {
-			return done, err
-		}
-	}
-	for _, r := range cfg.Routes {
-		if !routeTo(sw.cfg, r) {
-			if err := step("route added: "+r.String(), sw.addRoute(r, by)); err != nil {
-				return done, err
-			}
-		}
-	}
-	return done, nil
-}
-
-// checkPorts checks what adding cfg's ports would refuse, for Apply to
-// refuse it before anything changes: a kind of port the running switch
-// cannot take, a policy that does not compile.
-func (sw *Switch) checkPorts(cfg Config) error {
-	policies := map[int]program.PortPolicy{}
-	for i, p := range cfg.Ports {
-		if err := sw.takes(p); err != nil {
-			return err
-		}
-		policies[i] = portPolicy(i, p, cfg.Routes)
-	}
-	if _, err := program.NewPortSecurity(policies); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
-}
-
 // PortView is one port as the switch runs it.
 type PortView struct {
 	Spec PortSpec
-	// Port is the port itself, whichever kind it is: Device, VhostUser
-	// or VXLAN.
-	Port      port.Port
-	Device    *tun.Device        // a tun: or tap: port's device, else nil
-	VhostUser *vhostuser.Port    // a vhost-user: port's, else nil
-	VXLAN     *vxlan.Port        // a vxlan: port's overlay, else nil
-	Index     int                // the engine's, as in engine.PortStats
-	Policy    program.PortPolicy // port security in force, defaults worked out
+	// Port is the port itself, as its kind opened it: a value of its
+	// port package's type (a *tun.Device for a tun port).
+	Port   port.Port
+	Index  int                // the engine's, as in engine.PortStats
+	Policy program.PortPolicy // port security in force, defaults worked out
 }
 
 // Ports returns the switch's ports now, in configuration order.
@@ -491,7 +332,7 @@ func (sw *Switch) Ports() []PortView {
 	out := make([]PortView, len(sw.ports))
 	for i, lp := range sw.ports {
 		pol, _ := sw.chain.sec.Policy(lp.index)
-		out[i] = PortView{Spec: lp.spec, Port: lp.base(), Device: lp.dev, VhostUser: lp.vhost, VXLAN: lp.vx, Index: lp.index, Policy: pol}
+		out[i] = PortView{Spec: lp.spec, Port: lp.open.Port(), Index: lp.index, Policy: pol}
 	}
 	return out
 }

@@ -17,13 +17,19 @@ import (
 	"softnet.dev/tun"
 )
 
-func (g *guest) spec(t *testing.T, opts string) PortSpec {
+// mustPort parses spec.
+func mustPort(t *testing.T, spec string) PortSpec {
 	t.Helper()
-	p, err := ParsePort("tun:" + g.dev + ",netns=" + g.ns.Name + opts)
+	p, err := ParsePort(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func (g *guest) spec(t *testing.T, opts string) PortSpec {
+	t.Helper()
+	return mustPort(t, "tun:"+g.dev+",netns="+g.ns.Name+opts)
 }
 
 func (g *guest) routes(t *testing.T) []RouteSpec {
@@ -142,7 +148,7 @@ func TestSwitchLiveRoutes(t *testing.T) {
 		"removing a missing route": {sw.RemoveRoute(netip.MustParsePrefix("198.19.0.0/16"), slog.Attr{}), ErrNotFound},
 		"removing a missing port":  {sw.RemovePort("nope", slog.Attr{}), ErrNotFound},
 		"duplicate port":           {sw.AddPort(a.spec(t, ""), slog.Attr{}), ErrExists},
-		"tap beside tun":           {sw.AddPort(PortSpec{TAP: true, Name: "snx", Offload: true}, slog.Attr{}), ErrInvalid},
+		"tap beside tun":           {sw.AddPort(mustPort(t, "tap:snx"), slog.Attr{}), ErrInvalid},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, tc.err, tc.want)
@@ -236,7 +242,7 @@ func TestSwitchApply(t *testing.T) {
 func TestSwitchAddPortDeviceError(t *testing.T) {
 	gs := newGuests(t, 2)
 	sw, stop := startSwitchConfig(t, gs, Config{})
-	err := sw.AddPort(PortSpec{Name: "sn9", NetNS: "softnet-no-such-ns", Offload: true}, slog.Attr{})
+	err := sw.AddPort(mustPort(t, "tun:sn9,netns=softnet-no-such-ns"), slog.Attr{})
 	if !errors.Is(err, ErrDevice) || !strings.Contains(err.Error(), "softnet-no-such-ns") {
 		t.Errorf("a port in a missing namespace: %v", err)
 	}

@@ -161,7 +161,7 @@ var pingCounts = regexp.MustCompile(`(\d+) packets transmitted, (\d+) (?:packets
 
 // pings pings the guest from the TAP namespace and the namespace from
 // the guest, three of each size, and wants every answer.
-func pings(t *testing.T, vm *qemuVM, g *guest, vp PortView, when string) {
+func pings(t *testing.T, vm *qemuVM, g *guest, vp vhostView, when string) {
 	t.Helper()
 	for _, size := range pingSizes {
 		n := strconv.Itoa(size)
@@ -239,7 +239,7 @@ func (vm *qemuVM) report() string {
 
 // check fails the test if QEMU is gone or the guest gave up (@@FAIL, a
 // kernel panic).
-func (vm *qemuVM) check(what string, vp PortView) {
+func (vm *qemuVM) check(what string, vp vhostView) {
 	t := vm.t
 	t.Helper()
 	if !vm.alive() {
@@ -258,7 +258,7 @@ func (vm *qemuVM) check(what string, vp PortView) {
 
 // waitFor waits until cond holds, failing the test if the VM fails
 // first or d passes.
-func (vm *qemuVM) waitFor(what string, d time.Duration, vp PortView, cond func() bool) {
+func (vm *qemuVM) waitFor(what string, d time.Duration, vp vhostView, cond func() bool) {
 	vm.t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -273,7 +273,7 @@ func (vm *qemuVM) waitFor(what string, d time.Duration, vp PortView, cond func()
 // expect waits for a console line that starts with marker, after the
 // lines earlier calls consumed, and returns the lines up to it, the
 // marker's last.
-func (vm *qemuVM) expect(marker string, d time.Duration, vp PortView) []string {
+func (vm *qemuVM) expect(marker string, d time.Duration, vp vhostView) []string {
 	vm.t.Helper()
 	var lines []string
 	vm.waitFor(marker+" on the console", d, vp, func() bool {
@@ -305,7 +305,7 @@ func (vm *qemuVM) send(cmd string) int {
 }
 
 // run runs cmd in the guest and returns its output and exit status.
-func (vm *qemuVM) run(cmd string, d time.Duration, vp PortView) (string, int) {
+func (vm *qemuVM) run(cmd string, d time.Duration, vp vhostView) (string, int) {
 	vm.t.Helper()
 	marker := fmt.Sprintf("@@DONE %d ", vm.send(cmd))
 	lines := vm.expect(marker, d, vp)

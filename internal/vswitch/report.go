@@ -1,18 +1,18 @@
 package vswitch
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/program"
-	"softnet.dev/tun"
-	"softnet.dev/vhostuser"
-	"softnet.dev/vxlan"
 )
 
 // Report is what the switch prints, and writes as JSON, when it stops.
@@ -23,8 +23,7 @@ type Report struct {
 	Buffers buffer.Stats         `json:"buffers"`
 	Leaked  int                  `json:"leaked_buffers"`
 	Leak    string               `json:"leak_check,omitempty"` // "ok" or the leak check's error; "" while running
-	// Devices are the TUN/TAP devices' own counters: offloads done in
-	// software or passed on, and GRO.
+	// Devices are the ports' counters as their kinds keep them.
 	Devices []DeviceStats `json:"devices"`
 	// Services are the built-in services' counters.
 	Services []ServiceStats `json:"services,omitempty"`
@@ -34,29 +33,54 @@ type Report struct {
 	Bridge   *program.BridgeStats `json:"bridge,omitempty"`
 }
 
-// DeviceStats are one device's counters: softnet's, and the kernel's own
-// since the switch opened it (nil if they could not be read, a deleted
-// device's, with KernelErr saying why). A vhost-user or vxlan: port has
-// no kernel device: its own counters are in VhostUser or VXLAN, and those
-// it shares with devices (packets, bytes, drops by reason, software
-// offloads) in Stats as well.
+// DeviceStats are one port's counters as its kind keeps them: those
+// every port has (packets, bytes, drops by reason, offloads done in
+// software or passed on, GRO), the kernel's own since the switch opened
+// the device, for a port that is a kernel device (nil if they could not
+// be read, a deleted device's, with KernelErr saying why), and the
+// kind's own, which JSON has under the kind's key (portkind.Counters).
 type DeviceStats struct {
 	Port string `json:"port"`
-	tun.Stats
-	Kernel    *tun.KernelStats `json:"kernel,omitempty"`
-	KernelErr string           `json:"kernel_error,omitempty"`
-	VhostUser *vhostuser.Stats `json:"vhost_user,omitempty"`
-	VXLAN     *vxlan.Stats     `json:"vxlan,omitempty"`
+	portkind.Stats
 }
 
-// vxlanStats are an overlay port's counters as a DeviceStats.
-func vxlanStats(p *vxlan.Port) DeviceStats {
-	v := p.Stats()
-	return DeviceStats{Port: p.Info().Name, VXLAN: &v, Stats: tun.Stats{
-		RxPackets: v.RxPackets, RxBytes: v.RxBytes, TxPackets: v.TxPackets, TxBytes: v.TxBytes,
-		RxDrops: v.RxDrops, TxDrops: v.TxDrops,
-		Segmented: v.Segmented, Segments: v.Segments, CsumFinished: v.CsumFinished,
-	}}
+// deviceJSON is DeviceStats' JSON without the kind's own counters.
+type deviceJSON DeviceStats
+
+// MarshalJSON writes the port's counters with its kind's own.
+func (d DeviceStats) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(deviceJSON(d))
+	if err != nil || d.Own == nil {
+		return b, err
+	}
+	own, err := json.Marshal(map[string]portkind.Counters{d.Own.Key(): d.Own})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b[:len(b)-1], ','), own[1:]...), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote, with the kind's own
+// counters of whichever kind's key it finds.
+func (d *DeviceStats) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, (*deviceJSON)(d)); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	for _, k := range kinds {
+		if k.NewCounters == nil {
+			continue
+		}
+		own := k.NewCounters()
+		if raw, ok := keys[own.Key()]; ok {
+			d.Own = own
+			return json.Unmarshal(raw, own)
+		}
+	}
+	return nil
 }
 
 func newReport(s engine.Stats) *Report {
@@ -123,9 +147,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			b.Stations, b.Learned, b.Moved, b.MovesRefused, b.Full, b.Aged)
 	}
 	for _, d := range r.Devices {
-		if v := d.VXLAN; v != nil {
-			fmt.Fprintf(w, "\nvxlan %s: %d datagrams in, %d out (%d frames flooded), %d dropped in, %d out; stations: %d now, %d learned, %d moved, %d not learned (table full), %d aged out\n",
-				d.Port, v.RxPackets, v.TxPackets, v.Flooded, v.RxDrops.Total(), v.TxDrops.Total(), v.Stations, v.Learned, v.Moved, v.LearnFull, v.StationsAged)
+		if d.Own != nil {
+			if s := d.Own.Summary(d.Port); s != "" {
+				fmt.Fprintf(w, "\n%s\n", s)
+			}
 		}
 	}
 	if err := r.writeKernel(w); err != nil {
@@ -133,11 +158,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\noffloads:")
 	for _, d := range r.Devices {
-		if v := d.VhostUser; v != nil {
-			fmt.Fprintf(w, "  %s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications (%d failed), %d polls\n",
-				d.Port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls, v.CallsFailed, v.Polls)
-			fmt.Fprintf(w, "    refused of the front-end and guest: %s\n", &v.Refusals)
-			continue
+		if d.Own != nil {
+			if line := d.Own.Offloads(d.Port); line != "" {
+				fmt.Fprintf(w, "  %s\n", line)
+				continue
+			}
 		}
 		fmt.Fprintf(w, "  %s: GSO in %d, GSO out %d, segmented %d into %d, checksums finished %d, coalesced %d from %d packets\n",
 			d.Port, d.GSOIn, d.GSOOut, d.Segmented, d.Segments, d.CsumFinished, d.Coalesced, d.CoalescedSegs)
@@ -154,25 +179,23 @@ func (r *Report) WriteText(w io.Writer) error {
 	return nil
 }
 
+// kernel reports whether the port is a kernel device, whose kernel
+// counters were read or could not be.
+func (d DeviceStats) kernel() bool { return d.Kernel != nil || d.KernelErr != "" }
+
 // writeKernel prints the devices' kernel counters, guest side: what each
 // guest sent that its device's queue had no room for never reached
 // softnet, and shows only here.
 func (r *Report) writeKernel(w io.Writer) error {
-	kernel := 0
-	for _, d := range r.Devices {
-		if d.VhostUser == nil {
-			kernel++
-		}
-	}
-	if kernel == 0 {
+	if !slices.ContainsFunc(r.Devices, DeviceStats.kernel) {
 		return nil
 	}
 	fmt.Fprintln(w, "\ndevices, as the kernel counts them (TX: from the guest toward softnet; TX dropped: the device's queue was full):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  port\ttx packets\ttx dropped\trx packets\trx dropped\terrors")
 	for _, d := range r.Devices {
-		if d.VhostUser != nil || d.VXLAN != nil {
-			continue // no kernel device
+		if !d.kernel() {
+			continue
 		}
 		if k := d.Kernel; k != nil {
 			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\n", d.Port, k.TxPackets, k.TxDropped, k.RxPackets, k.RxDropped, k.RxErrors+k.TxErrors)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,11 +15,10 @@ import (
 	"softnet.dev/buffer"
 	"softnet.dev/endpoint"
 	"softnet.dev/engine"
+	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/port"
 	"softnet.dev/program"
 	"softnet.dev/tun"
-	"softnet.dev/vhostuser"
-	"softnet.dev/vxlan"
 )
 
 // stopTimeout bounds how long Close waits for the workers once told to
@@ -55,8 +55,10 @@ type Tuning struct {
 // (the command line and the lab) can be compared, and so that the lab
 // can change it to measure one mechanism at a time (OpenVariant).
 type Plan struct {
-	Devices []tun.Config
-	Pool    buffer.Config
+	// Ports are the ports Open opens, in cfg's order, each with its
+	// kind's options (not nil).
+	Ports []PortSpec
+	Pool  buffer.Config
 	// Engine lacks the parts that are objects: the pool, the programs,
 	// consumers, pollers and the logger.
 	Engine engine.Config
@@ -65,9 +67,9 @@ type Plan struct {
 	// the rest while it runs: it has both the bridge and the forwarder,
 	// and the first port added decides which one works.
 	Live    bool
-	Routes  []program.Route // by index in Devices; services route to len(Devices)
+	Routes  []program.Route // by index in Ports; services route to len(Ports)
 	Filters []program.Rule
-	// Policies are the guests' port security, by index in Devices; the
+	// Policies are the guests' port security, by index in Ports; the
 	// services' port, the switch's own, has none.
 	Policies map[int]program.PortPolicy
 }
@@ -92,12 +94,10 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	}
 	p.Engine.CPUs = cpus
 	if len(cfg.Ports) > 0 {
-		p.TAP = cfg.Ports[0].l2()
+		p.TAP = !cfg.Ports[0].Routed()
 	}
 	p.Live = len(cfg.Ports) < 2
-	for _, spec := range cfg.Ports {
-		p.Devices = append(p.Devices, spec.deviceFor(cfg.Workers))
-	}
+	p.Ports = slices.Clone(cfg.Ports)
 	p.Pool = buffer.Config{Classes: PoolClasses(cfg.Workers)}
 	for _, rt := range cfg.Routes {
 		p.Routes = append(p.Routes, program.Route{Prefix: rt.Prefix, Port: cfg.portIndex(rt.Port)})
@@ -110,35 +110,25 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 	}
 	p.Policies = map[int]program.PortPolicy{}
 	for i, spec := range cfg.Ports {
-		p.Policies[i] = portPolicy(i, spec, cfg.Routes)
+		p.Policies[i] = spec.policy(cfg.Routes)
 	}
 	return p, nil
 }
 
-// deviceFor is the TUN/TAP device the port opens in a switch with
-// workers workers: a queue per worker unless it says.
-func (p PortSpec) deviceFor(workers int) tun.Config {
-	q := p.Queues
-	if q == 0 {
-		q = workers
-	}
-	return p.device(q)
-}
-
-// portPolicy is port i's security policy: its explicit allow= or, by
-// default, the prefixes routed to a TUN port (strict reverse-path
-// filtering: a guest sends only from where its replies would be routed)
-// and any address on a TAP port.
-func portPolicy(i int, spec PortSpec, routes []RouteSpec) program.PortPolicy {
-	pol := program.PortPolicy{MACs: spec.MACs, DHCPServer: spec.DHCPServer, Router: spec.Router}
+// policy is the port's security policy with routes: its explicit
+// allow= or, by default, the prefixes routed to a routed port (strict
+// reverse-path filtering: a guest sends only from where its replies
+// would be routed) and any address on a bridged port.
+func (p PortSpec) policy(routes []RouteSpec) program.PortPolicy {
+	pol := program.PortPolicy{MACs: p.MACs, DHCPServer: p.DHCPServer, Router: p.Router}
 	switch {
-	case spec.Allow != nil:
-		pol.Allow = *spec.Allow
-	case spec.l2():
+	case p.Allow != nil:
+		pol.Allow = *p.Allow
+	case !p.Routed():
 		pol.Allow.Any = true
 	default:
 		for _, rt := range routes {
-			if rt.Port == spec.Name {
+			if rt.Port == p.Name {
 				pol.Allow.Prefixes = append(pol.Allow.Prefixes, rt.Prefix)
 			}
 		}
@@ -195,13 +185,10 @@ type Switch struct {
 
 // livePort is one of the switch's ports.
 type livePort struct {
-	spec    PortSpec
-	dev     *tun.Device     // a tun: or tap: port's, else nil
-	vhost   *vhostuser.Port // a vhost-user: port's, else nil
-	vx      *vxlan.Port     // a vxlan: port's, else nil
-	port    port.Port       // dev, vhost or vx, or a variant's wrapper (OpenVariant)
-	index   int             // the engine's
-	kernel0 tun.KernelStats // the device's kernel counters at open
+	spec  PortSpec
+	open  portkind.Opened // as its kind opened it
+	port  port.Port       // open's port, or a variant's wrapper (OpenVariant)
+	index int             // the engine's
 }
 
 // chain is the switch's own programs.
@@ -248,16 +235,16 @@ type Wrap func(port.Port, *buffer.Pool) (port.Port, error)
 
 // OpenVariant opens a switch as softnet's lab builds the steps of its
 // ladder, to measure one mechanism at a time: plan is NewPlan's for cfg,
-// with the pool's, the devices' or the engine's configuration changed
-// (knobs included), and wrap, if not nil, stands between each TUN/TAP
-// device and the engine. The ports a later AddPort or Apply opens are as
+// with the pool's, the ports' or the engine's configuration changed
+// (knobs included), and wrap, if not nil, stands between each port and
+// the engine. The ports a later AddPort or Apply opens are as
 // Open's: the lab does not change a running variant. Open never comes
 // here, so that nothing of the lab's runs in `softnet switch`.
 func OpenVariant(cfg Config, plan Plan, wrap Wrap, log *slog.Logger) (*Switch, error) {
 	sw := newSwitch(cfg, plan, log)
 	err := sw.openPorts()
 	if err == nil && wrap != nil {
-		err = sw.wrapDevices(wrap)
+		err = sw.wrapPorts(wrap)
 	}
 	if err == nil {
 		err = sw.build()
@@ -268,13 +255,10 @@ func OpenVariant(cfg Config, plan Plan, wrap Wrap, log *slog.Logger) (*Switch, e
 	return sw, nil
 }
 
-// wrapDevices puts wrap between each TUN/TAP device and the engine.
-func (sw *Switch) wrapDevices(wrap Wrap) error {
+// wrapPorts puts wrap between each port and the engine.
+func (sw *Switch) wrapPorts(wrap Wrap) error {
 	for _, lp := range sw.ports {
-		if lp.dev == nil {
-			continue
-		}
-		w, err := wrap(lp.dev, sw.pool)
+		w, err := wrap(lp.port, sw.pool)
 		if err != nil {
 			return fmt.Errorf("port %s: %w", lp.spec, err)
 		}
@@ -291,20 +275,20 @@ func newSwitch(cfg Config, plan Plan, log *slog.Logger) *Switch {
 	return &Switch{cfg: cfg, plan: plan, log: log}
 }
 
-// openPorts makes the pool and opens the plan's devices.
+// openPorts makes the pool and opens the plan's ports.
 func (sw *Switch) openPorts() error {
 	var err error
 	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
 		return err
 	}
-	for i, dc := range sw.plan.Devices {
-		lp, err := sw.openPort(sw.cfg.Ports[i], dc)
+	for i, spec := range sw.plan.Ports {
+		lp, err := sw.openPort(spec)
 		if err != nil {
 			return err
 		}
 		lp.index = i
 		sw.ports = append(sw.ports, lp)
-		if err := lp.setVias(sw.cfg.Routes); err != nil {
+		if err := lp.setRoutes(sw.cfg.Routes); err != nil {
 			return err
 		}
 	}
@@ -350,87 +334,42 @@ func (sw *Switch) build() error {
 	return nil
 }
 
-// base is the port itself, without a wrapper.
-func (lp *livePort) base() port.Port {
-	switch {
-	case lp.vhost != nil:
-		return lp.vhost
-	case lp.vx != nil:
-		return lp.vx
+// openPort opens the port of spec, with a queue per worker unless it
+// says, and logs what it got.
+func (sw *Switch) openPort(spec PortSpec) (*livePort, error) {
+	q := spec.Queues
+	if q == 0 {
+		q = sw.cfg.Workers
 	}
-	return lp.dev
-}
-
-// openPort opens the device of spec, as dc says, and logs what it got.
-// A vxlan: port opens its sockets instead, with dc's queues.
-func (sw *Switch) openPort(spec PortSpec, dc tun.Config) (*livePort, error) {
-	switch {
-	case spec.VhostUser:
-		return sw.openVhostUser(spec, dc.Queues)
-	case spec.VXLAN:
-		vx, err := vxlan.Open(spec.vxlanConfig(dc.Queues))
-		if err != nil {
-			return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
-		}
-		sw.log.Info("port", "spec", spec.String(), "info", vx.Info().String())
-		return &livePort{spec: spec, vx: vx, port: vx}, nil
-	}
-	dc.Log = sw.log // link down and up, MTU changes
-	d, err := tun.Open(dc)
+	o, err := spec.Options.Open(spec.Name, spec.Common, q, portkind.Host{Pool: sw.pool, Log: sw.log})
 	if err != nil {
 		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
 	}
-	lp := &livePort{spec: spec, dev: d, port: d}
-	// The report counts from here: an existing device's counters
-	// include what happened before the switch.
-	if lp.kernel0, err = d.KernelStats(); err != nil {
-		sw.log.Warn("port kernel counters", "port", d.Info().Name, "err", err)
-	}
-	how := "attached to existing"
-	if d.Created() {
-		how = "created"
-	}
-	io, why := d.IO()
-	attrs := []any{"spec", spec.String(), "device", how, "info", d.Info().String(), "io", io.String()}
-	if why != nil {
-		attrs = append(attrs, "io_fallback", why.Error())
-	}
-	sw.log.Info("port", attrs...)
-	return lp, nil
+	sw.log.Info("port", append([]any{"spec", spec.String()}, o.Describe()...)...)
+	return &livePort{spec: spec, open: o, port: o.Port()}, nil
 }
 
-// openVhostUser opens a vhost-user port with q queue pairs: its socket
-// listens from here on, for a VM's front-end to connect.
-func (sw *Switch) openVhostUser(spec PortSpec, q int) (*livePort, error) {
-	cfg := spec.vhostUser(q)
-	cfg.Log = sw.log
-	vp, err := vhostuser.Listen(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
-	}
-	sw.log.Info("port", "spec", spec.String(), "info", vp.Info().String(), "socket", vp.Socket())
-	return &livePort{spec: spec, vhost: vp, port: vp}, nil
-}
-
-// setVias gives a routed vxlan port the routes to it among routes, with
-// their remotes; other ports need nothing.
-func (lp *livePort) setVias(routes []RouteSpec) error {
-	if lp.vx == nil || !lp.spec.L3 {
+// setRoutes gives a port whose kind routes what is sent to it
+// (portkind.Routed) the routes to it among routes, with their next
+// hops; other ports need nothing.
+func (lp *livePort) setRoutes(routes []RouteSpec) error {
+	r, ok := lp.open.(portkind.Routed)
+	if !ok {
 		return nil
 	}
-	var vias []vxlan.Route
+	var to []portkind.Route
 	for _, rt := range routes {
 		if rt.Port == lp.spec.Name {
-			vias = append(vias, vxlan.Route{Prefix: rt.Prefix, Via: rt.Via})
+			to = append(to, portkind.Route{Prefix: rt.Prefix, Via: rt.Via})
 		}
 	}
-	if err := lp.vx.SetRoutes(vias); err != nil {
+	if err := r.SetRoutes(to); err != nil {
 		return fmt.Errorf("port %s: %w", lp.spec.Name, err)
 	}
 	return nil
 }
 
-// deviceError is tun.Open's error, which is ErrDevice too.
+// deviceError is a kind's error opening a port, which is ErrDevice too.
 type deviceError struct{ error }
 
 func (e deviceError) Unwrap() []error { return []error{e.error, ErrDevice} }
@@ -500,7 +439,7 @@ func (p *Plan) newChain(log *slog.Logger) (chain, error) {
 		}
 	}
 	if p.TAP || p.Live {
-		c.bridge = program.NewBridge(program.BridgeConfig{MaxPerPort: bridgeShare(len(p.Devices))})
+		c.bridge = program.NewBridge(program.BridgeConfig{MaxPerPort: bridgeShare(len(p.Ports))})
 	}
 	if !p.TAP {
 		c.fwd, err = program.NewL3Forwarder(program.L3Config{Routes: p.Routes, Unknown: program.DropUnknown, DecrementTTL: true, Policy: c.sec, Log: log})
@@ -540,20 +479,6 @@ func (sw *Switch) Engine() *engine.Engine { return sw.engine }
 
 // Pool returns the switch's buffer pool.
 func (sw *Switch) Pool() *buffer.Pool { return sw.pool }
-
-// Devices returns the switch's TUN/TAP devices now, in the order of their
-// ports; nil stands for a vhost-user or vxlan: port.
-func (sw *Switch) Devices() []*tun.Device {
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	var out []*tun.Device
-	for _, lp := range sw.ports {
-		if lp.dev != nil {
-			out = append(out, lp.dev)
-		}
-	}
-	return out
-}
 
 // Start starts the workers and the services.
 func (sw *Switch) Start() error {
@@ -667,32 +592,7 @@ func (sw *Switch) Stats() *Report {
 	rep := newReport(sw.engine.Stats())
 	rep.Learning, rep.Bridge = sw.Learning(), sw.BridgeStats()
 	for _, lp := range sw.ports {
-		if lp.vhost != nil {
-			// The counters a TAP device has too go where its are, so
-			// that every view (drops, metrics) shows them alike.
-			vs := lp.vhost.Stats()
-			rep.Devices = append(rep.Devices, DeviceStats{Port: lp.vhost.Info().Name, VhostUser: &vs, Stats: tun.Stats{
-				RxPackets: vs.RxPackets, RxBytes: vs.RxBytes, TxPackets: vs.TxPackets, TxBytes: vs.TxBytes,
-				RxDrops: vs.RxDrops, TxDrops: vs.TxDrops, Segmented: vs.Segmented,
-			}})
-			continue
-		}
-		if lp.vx != nil {
-			rep.Devices = append(rep.Devices, vxlanStats(lp.vx))
-			continue
-		}
-		d := lp.dev
-		ds := DeviceStats{Port: d.Info().Name, Stats: d.Stats()}
-		// A device's queue loses packets before softnet can count them:
-		// only the kernel's counters show those. Read while the device
-		// is open (Close reads before closing the ports).
-		if k, err := d.KernelStats(); err != nil {
-			ds.KernelErr = err.Error()
-		} else {
-			k = k.Sub(lp.kernel0)
-			ds.Kernel = &k
-		}
-		rep.Devices = append(rep.Devices, ds)
+		rep.Devices = append(rep.Devices, DeviceStats{Port: lp.open.Port().Info().Name, Stats: lp.open.Stats()})
 	}
 	for _, s := range sw.svcs {
 		rep.Services = append(rep.Services, s.stats())

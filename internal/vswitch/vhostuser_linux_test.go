@@ -19,6 +19,8 @@ import (
 
 	"softnet.dev/internal/dpdk"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch/portkind/vhostkind"
+	"softnet.dev/vhostuser"
 )
 
 // DPDK's testpmd drives softnet's vhost-user ports through its own
@@ -119,22 +121,28 @@ func hugepages(t *testing.T, mib int) *dpdk.Hugepages {
 	return h
 }
 
+// vhostView is a vhost-user port of the switch, as its kind opened it.
+type vhostView struct {
+	PortView
+	VhostUser *vhostuser.Port
+}
+
 // vhostPort returns the switch's vhost-user port named name, whose
 // counters a failed test logs.
-func vhostPort(t *testing.T, sw *Switch, name string) PortView {
+func vhostPort(t *testing.T, sw *Switch, name string) vhostView {
 	t.Helper()
 	for _, pv := range sw.Ports() {
-		if pv.Spec.Name == name && pv.VhostUser != nil {
+		if vp, ok := pv.Port.(*vhostuser.Port); ok && pv.Spec.Name == name {
 			t.Cleanup(func() {
 				if t.Failed() {
-					t.Logf("vhost-user port %s at the end: %+v", name, pv.VhostUser.Stats())
+					t.Logf("vhost-user port %s at the end: %+v", name, vp.Stats())
 				}
 			})
-			return pv
+			return vhostView{pv, vp}
 		}
 	}
 	t.Fatalf("no vhost-user port %s", name)
-	return PortView{}
+	return vhostView{}
 }
 
 // vhostSwitch runs a switch that bridges a TAP port in g's namespace
@@ -178,7 +186,7 @@ func vhostSwitchWorkers(t *testing.T, g *guest, name, sock, addr string, workers
 
 // waitPing pings to from g until one answer comes: testpmd takes a few
 // seconds to map its memory and start its ports.
-func waitPing(t *testing.T, g *guest, to string, pmd *testpmd, vp PortView) {
+func waitPing(t *testing.T, g *guest, to string, pmd *testpmd, vp vhostView) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -243,7 +251,7 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 	}
 	rep := stop()
 	for _, d := range rep.Devices {
-		if d.Port == "vu1" && (d.VhostUser == nil || d.RxPackets != d.VhostUser.RxPackets) {
+		if vs, ok := d.Own.(*vhostkind.Counters); d.Port == "vu1" && (!ok || d.RxPackets != vs.RxPackets) {
 			t.Errorf("report's counters for vu1: %+v", d)
 		}
 	}
@@ -283,7 +291,7 @@ func TestVhostUserTestpmdWire(t *testing.T) {
 	gs := newGuests(t, 2)
 	dir := t.TempDir()
 	socks := []string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}
-	var ports []PortView
+	var ports []vhostView
 	for i, g := range gs {
 		g.v4 = fmt.Sprintf("198.18.24.%d", i+1)
 		sw, _ := vhostSwitch(t, g, fmt.Sprintf("vu%d", i+1), socks[i], g.v4)
@@ -377,7 +385,7 @@ func TestVhostUserTestpmdTwoFrontends(t *testing.T) {
 	if rep.Bridge == nil || rep.Bridge.Learned < 2 {
 		t.Errorf("bridge %+v: want both front-ends' MACs learned", rep.Bridge)
 	}
-	for _, vp := range []PortView{a, b} {
+	for _, vp := range []vhostView{a, b} {
 		if s := vp.VhostUser.Stats(); s.BadChains != 0 || s.BrokenRings != 0 {
 			t.Errorf("port %s: %+v", vp.Spec.Name, s)
 		}
@@ -436,7 +444,7 @@ func TestVhostUserTestpmdKilled(t *testing.T) {
 	if rep == nil || rep.Leak != "ok" {
 		t.Fatalf("report %+v: want the leak check balanced", rep)
 	}
-	for _, vp := range []PortView{a, b} {
+	for _, vp := range []vhostView{a, b} {
 		if s := vp.VhostUser.Stats(); s.BadChains != 0 || s.Refused != 0 {
 			t.Errorf("port %s: %+v", vp.Spec.Name, s)
 		}

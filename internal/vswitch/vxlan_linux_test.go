@@ -14,6 +14,7 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch/portkind/vxlankind"
 	"softnet.dev/vxlan"
 )
 
@@ -51,6 +52,27 @@ func newUnderlayMTU(t *testing.T, ipv6 bool, mtu string) (a, b overlayHost) {
 		h.ns.AddAddr(t, h.dev, netip.PrefixFrom(h.addr, bits))
 	}
 	return a, b
+}
+
+// newThreeHosts makes three hosts whose underlay devices share one
+// bridge, with addresses 198.18.100.1 to .3.
+func newThreeHosts(t *testing.T) []overlayHost {
+	t.Helper()
+	under := netnstest.New(t)
+	mustExec(t, under, "ip", "link", "add", "br0", "type", "bridge")
+	mustExec(t, under, "ip", "link", "set", "br0", "up")
+	var hosts []overlayHost
+	for i := range 3 {
+		h := overlayHost{ns: netnstest.New(t), dev: "ua", addr: netip.MustParseAddr(fmt.Sprintf("198.18.100.%d", i+1))}
+		port := fmt.Sprintf("p%d", i)
+		mustExec(t, under, "ip", "link", "add", port, "mtu", underlayMTU, "type", "veth", "peer", "name", h.dev, "mtu", underlayMTU, "netns", h.ns.Name)
+		mustExec(t, under, "ip", "link", "set", port, "master", "br0")
+		mustExec(t, under, "ip", "link", "set", port, "up")
+		mustExec(t, h.ns, "ip", "link", "set", h.dev, "up")
+		h.ns.AddAddr(t, h.dev, netip.PrefixFrom(h.addr, 24))
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // overlayGuests are two guests on one L2 segment across the overlay.
@@ -111,8 +133,8 @@ func vxlanStatsOf(t *testing.T, rep *Report) vxlan.Stats {
 		t.Fatal("no report")
 	}
 	for _, d := range rep.Devices {
-		if d.VXLAN != nil {
-			return *d.VXLAN
+		if v, ok := d.Own.(*vxlankind.Counters); ok {
+			return v.Stats
 		}
 	}
 	t.Fatal("no vxlan port in the report")
@@ -190,20 +212,7 @@ func TestVXLANPathMTU(t *testing.T) {
 // sees none of it.
 func TestVXLANThreeHosts(t *testing.T) {
 	netnstest.RequireTools(t, "ping")
-	under := netnstest.New(t)
-	mustExec(t, under, "ip", "link", "add", "br0", "type", "bridge")
-	mustExec(t, under, "ip", "link", "set", "br0", "up")
-	var hosts []overlayHost
-	for i := range 3 {
-		h := overlayHost{ns: netnstest.New(t), dev: "ua", addr: netip.MustParseAddr(fmt.Sprintf("198.18.100.%d", i+1))}
-		port := fmt.Sprintf("p%d", i)
-		mustExec(t, under, "ip", "link", "add", port, "mtu", underlayMTU, "type", "veth", "peer", "name", h.dev, "mtu", underlayMTU, "netns", h.ns.Name)
-		mustExec(t, under, "ip", "link", "set", port, "master", "br0")
-		mustExec(t, under, "ip", "link", "set", port, "up")
-		mustExec(t, h.ns, "ip", "link", "set", h.dev, "up")
-		h.ns.AddAddr(t, h.dev, netip.PrefixFrom(h.addr, 24))
-		hosts = append(hosts, h)
-	}
+	hosts := newThreeHosts(t)
 	gs := newGuests(t, 3)
 	var sws []*Switch
 	for i, g := range gs {
@@ -286,8 +295,8 @@ func TestVXLANRemoteRestart(t *testing.T) {
 // zero: vxlanStatsOf for other goroutines than the test's.
 func vxlanCounters(rep *Report) vxlan.Stats {
 	for _, d := range rep.Devices {
-		if d.VXLAN != nil {
-			return *d.VXLAN
+		if v, ok := d.Own.(*vxlankind.Counters); ok {
+			return v.Stats
 		}
 	}
 	return vxlan.Stats{}
