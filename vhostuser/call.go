@@ -81,12 +81,13 @@ var newCallRing = func() (*uring.Ring, error) {
 var plainCallsLogged = new(sync.Once)
 
 // openCalls sets up the call rings of the port's vrings. Without
-// io_uring every call is a plain write, which a front-end can block as
-// above: logged once.
+// io_uring (or with one older than the setup flags package uring asks
+// for, Linux 5.18: EINVAL) every call is a plain write, which a
+// front-end can block as above: logged once.
 func (p *Port) openCalls() error {
 	for _, v := range p.rings {
 		r, err := newCallRing()
-		if errors.Is(err, uring.ErrUnavailable) {
+		if errors.Is(err, uring.ErrUnavailable) || errors.Is(err, unix.EINVAL) {
 			plainCallsLogged.Do(func() {
 				p.log.Warn("vhost-user calls are plain writes: a front-end that makes its call eventfd blocking and saturates it can block a worker", "err", err)
 			})

@@ -189,9 +189,11 @@ type Stats struct {
 	// memory. Refusals has both by reason.
 	BadChains   uint64 `json:"bad_chains"`
 	BrokenRings uint64 `json:"broken_rings"`
-	Calls       uint64 `json:"calls"` // notifications sent to the guest
+	Calls       uint64 `json:"calls"` // notifications the guest's call eventfd took
 	// CallsFailed counts notifications the guest's call eventfd did not
-	// take: its counter was saturated.
+	// take: not made while an earlier one waited for room in its
+	// saturated counter (the guest has one pending then), or cancelled
+	// when the front-end replaced the eventfd or went away.
 	CallsFailed uint64 `json:"calls_failed"`
 	// Polls counts the wakeups of a sleeping worker for entries on a
 	// ring without a kick descriptor, which a timer polls.
