@@ -41,7 +41,7 @@ var (
 // vhost-user ports' own counters.
 var (
 	mVhostRefused = metric("vhost_user_refusals_total", "What a vhost-user port refused of its front-end (messages, descriptors, memory tables; a fault in guest memory under the control plane) and of its guest (descriptor chains, rings given up until restarted), by reason.", "port", "reason")
-	mVhostCalls   = metric("vhost_user_calls_total", "Notifications of a vhost-user port's guest: sent (its call eventfd took them), or failed (not made while an earlier one waited on its saturated call eventfd, or cancelled).", "port", "result")
+	mVhostCalls   = metric("vhost_user_calls_total", "Notifications of a vhost-user port's guest: sent, or failed because its call eventfd was saturated.", "port", "result")
 	mVhostPolls   = metric("vhost_user_polls_total", "Wakeups of a sleeping worker for packets on a vhost-user ring that has no kick descriptor, which a timer polls.", "port")
 )
 
