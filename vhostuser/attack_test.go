@@ -78,12 +78,8 @@ var attacks = []attack{
 	{"shrink-under-worker", attackShrinkUnderWorker, want(0, map[Refusal]uint64{RefusedRingFault: 1})},
 	{"shrink-under-control", attackShrinkUnderControl, want(0, map[Refusal]uint64{RefusedMemoryFault: 1})},
 	{"blocking-eventfds", attackBlockingEventfds, want(5, nil)},
-	{"saturated-call", attackSaturatedCall, func(before, after Stats) string {
-		if after.CallsFailed == before.CallsFailed {
-			return "no failed call counted"
-		}
-		return ""
-	}},
+	{"saturated-call", attackSaturatedCall, callsNotMade},
+	{"call-made-blocking", attackCallMadeBlocking, callsNotMade},
 	{"not-eventfds", attackNotEventfds, want(0, map[Refusal]uint64{RefusedNotEventfd: 10})},
 	{"ring-ahead", attackRingAhead, want(0, map[Refusal]uint64{RefusedRingAhead: 1})},
 	{"disabled-ring-kicked", attackDisabledRingKicked, want(0, nil)},
@@ -97,6 +93,15 @@ var attacks = []attack{
 	{"regions", attackRegions, want(0, map[Refusal]uint64{RefusedMemTable: 2, RefusedMalformed: 1})},
 	{"chains", attackChains, want(uint64(len(chainLengths)), map[Refusal]uint64{RefusedChainTooLong: 1, RefusedChainBadMemory: 1})},
 	{"disconnect-mid-message", attackDisconnects, want(0, map[Refusal]uint64{RefusedTruncated: 26})},
+}
+
+// callsNotMade checks that calls were not made while one waited on a
+// saturated counter: counted as failed.
+func callsNotMade(before, after Stats) string {
+	if after.CallsFailed == before.CallsFailed {
+		return "no failed call counted"
+	}
+	return ""
 }
 
 // TestAttackerProcess is the attacker: it runs only in the process
@@ -163,16 +168,13 @@ func attackBlockingEventfds(t *testing.T, socket string) func() {
 	}
 	f.setup(featVersion1 | featMrgRxbuf)
 	f.postRx(0, 64, bufSize)
-	for i := range 5 {
-		f.transmit(i, testFrame(64, byte(i)))
-		signalFD(f.kick[1])
-		waitUsed(t, f, 1, uint16(i+1))
-	}
+	sendKicked(t, f, 5)
 	return nil
 }
 
-// Call eventfds whose counters are saturated, and blocking; the guest
-// sends, which the port notifies.
+// Call eventfds whose counters are saturated, created blocking (the
+// switch makes them non-blocking); the guest sends, which the port
+// notifies.
 func attackSaturatedCall(t *testing.T, socket string) func() {
 	f := newTestFrontend(t, socket)
 	for r := range 2 {
@@ -180,12 +182,35 @@ func attackSaturatedCall(t *testing.T, socket string) func() {
 	}
 	f.setup(featVersion1 | featMrgRxbuf)
 	f.postRx(0, 64, bufSize)
-	for i := range 3 {
+	sendKicked(t, f, 3)
+	return nil
+}
+
+// Call eventfds made blocking again once the switch took them (the flag
+// is the open file's, which the front-end shares), then saturated; the
+// guest sends, which the port notifies.
+func attackCallMadeBlocking(t *testing.T, socket string) func() {
+	f := newTestFrontend(t, socket)
+	f.setup(featVersion1 | featMrgRxbuf)
+	for r := range 2 {
+		if err := unix.SetNonblock(f.call[r], false); err != nil {
+			t.Fatal(err)
+		}
+		saturate(t, f.call[r])
+	}
+	f.postRx(0, 64, bufSize)
+	sendKicked(t, f, 3)
+	return nil
+}
+
+// sendKicked has the guest send n packets, kicking, and waits until the
+// port used each.
+func sendKicked(t *testing.T, f *testFrontend, n int) {
+	for i := range n {
 		f.transmit(i, testFrame(64, byte(i)))
 		signalFD(f.kick[1])
 		waitUsed(t, f, 1, uint16(i+1))
 	}
-	return nil
 }
 
 // Pipes, files, sockets, devices and timerfds as kicks and calls.

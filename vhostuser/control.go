@@ -36,8 +36,8 @@ type vring struct {
 	// the ring runs (watchKick); a running ring whose kick is not is
 	// polled (rxQueue.Arm).
 	kickWatched bool
-	callFD      int  // -1: the guest is not notified
-	started     bool // SET_VRING_KICK came, and no GET_VRING_BASE since
+	calls       calls // how the guest is notified (call.go)
+	started     bool  // SET_VRING_KICK came, and no GET_VRING_BASE since
 	enabled     bool
 	run         *split // nil while stopped
 }
@@ -384,12 +384,7 @@ func (p *Port) handle(m message, fds []int) ([]byte, error) {
 		case reqSetVringKick:
 			p.change(v, func() { p.setKick(v, fd); v.started = true })
 		case reqSetVringCall:
-			p.change(v, func() {
-				if v.callFD >= 0 {
-					unix.Close(v.callFD)
-				}
-				v.callFD = fd
-			})
+			p.change(v, func() { v.calls.set(fd) })
 		default:
 			// Errors are not reported through it.
 			if fd >= 0 {
@@ -606,10 +601,7 @@ func (p *Port) disconnect() {
 		p.change(v, func() {
 			p.stopRing(v)
 			p.setKick(v, -1)
-			if v.callFD >= 0 {
-				unix.Close(v.callFD)
-			}
-			v.callFD = -1
+			v.calls.set(-1)
 			v.num, v.addr, v.addrSet, v.base = 0, vringAddr{}, false, 0
 			v.started, v.enabled = false, false
 		})

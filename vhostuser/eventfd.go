@@ -18,8 +18,10 @@ import (
 //   - a descriptor that is not an eventfd is refused (RefusedNotEventfd);
 //   - a kick is never read: its queue's epoll set watches it
 //     edge-triggered, and Arm takes the edges from the set (rxQueue.Arm);
-//   - a call is written non-blocking, and a call that finds the counter
-//     saturated fails and is counted (cCallsFailed), as the guest has a
+//   - a call is made non-blocking, and written through an io_uring that
+//     never makes the worker wait for it (call.go): a call that finds
+//     the counter saturated waits in the kernel, and the calls meanwhile
+//     are not made and are counted (cCallsFailed), as the guest has a
 //     notification pending then anyway.
 
 // checkEventfd returns an error unless fd is an eventfd. An eventfd is an
@@ -44,9 +46,12 @@ func checkEventfd(fd int) error {
 // too. QEMU (event_notifier_init) and DPDK's virtio-user create their
 // call eventfds with EFD_NONBLOCK already, so for them nothing changes.
 // A front-end that clears the flag again later, while it keeps the
-// counter saturated, can still make a call block: Linux has no write
+// counter saturated, would make a write(2) block: Linux has no write
 // that cannot block on an eventfd (pwritev2's RWF_NOWAIT is refused
-// with EOPNOTSUPP for eventfds, as of 6.18). docs/design.md says so.
+// with EOPNOTSUPP for eventfds, as of 6.18). So calls go through an
+// io_uring (call.go), and the flag only spares the kernel a detour: an
+// io_uring write to a blocking eventfd is retried from the poll and
+// then on an io-wq thread.
 func takeCall(fd int) error {
 	if err := checkEventfd(fd); err != nil {
 		return err
@@ -58,7 +63,8 @@ func takeCall(fd int) error {
 }
 
 // eight is the 8-byte count of one, package-level so that a signal
-// allocates nothing.
+// allocates nothing, and so that it stays valid while a call's write
+// waits in the kernel.
 var eight = func() (b [8]byte) {
 	binary.NativeEndian.PutUint64(b[:], 1)
 	return b
@@ -67,10 +73,3 @@ var eight = func() (b [8]byte) {
 // signalFD adds one to an eventfd of the port's own (wakeFD), which is
 // non-blocking and never saturates.
 func signalFD(fd int) { _, _ = unix.Write(fd, eight[:]) }
-
-// callGuest adds one to the guest's call eventfd, and reports whether it
-// did: a counter the guest does not drain saturates (EAGAIN).
-func callGuest(fd int) bool {
-	_, err := unix.Write(fd, eight[:])
-	return err == nil
-}

@@ -370,7 +370,9 @@ func testPort(t testing.TB, cfg Config) (*Port, *buffer.Pool, *buffer.Cache) {
 		cfg.Name = "vu0"
 	}
 	cfg.Socket = filepath.Join(t.TempDir(), "vhost.sock")
-	cfg.Log = quiet
+	if cfg.Log == nil {
+		cfg.Log = quiet
+	}
 	p, err := Listen(cfg)
 	if err != nil {
 		t.Fatal(err)

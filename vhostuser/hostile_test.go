@@ -180,21 +180,40 @@ func TestBlockingKick(t *testing.T) {
 	}
 }
 
-// A call eventfd whose counter is saturated, blocking or not: the call
-// fails, counted, and does not block the worker; once the guest reads
-// its eventfd, calls go through again.
+// A call eventfd whose counter the front-end saturates, left
+// non-blocking or made blocking again after SET_VRING_CALL (O_NONBLOCK
+// belongs to the file the front-end shares): no call blocks the
+// worker, toward the guest or from it. The first call on each ring
+// waits in the kernel, the calls meanwhile are not made and count as
+// failed, and once the guest reads its eventfd the waiting call lands
+// and calls go through again.
 func TestSaturatedCall(t *testing.T) {
-	for _, flags := range []int{0, unix.EFD_NONBLOCK} {
-		name := map[int]string{0: "blocking", unix.EFD_NONBLOCK: "non-blocking"}[flags]
+	for _, blocking := range []bool{false, true} {
+		name := map[bool]string{false: "non-blocking", true: "made-blocking"}[blocking]
 		t.Run(name, func(t *testing.T) {
 			p, _, c := testPort(t, Config{})
 			f := newTestFrontend(t, p.Socket())
-			f.call[1] = eventfd(t, saturated, flags)
+			for r := range 2 {
+				f.call[r] = eventfd(t, 0, 0)
+			}
 			f.setup(featVersion1 | featMrgRxbuf)
+			waitRunning(t, p, 0)
 			waitRunning(t, p, 1)
-			var buf [8]byte
+			for r := range 2 {
+				if fl, err := unix.FcntlInt(uintptr(f.call[r]), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
+					t.Errorf("ring %d: the call eventfd's flags %#x (%v): not made non-blocking", r, fl, err)
+				}
+				if blocking {
+					if err := unix.SetNonblock(f.call[r], false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				saturate(t, f.call[r])
+			}
+			f.postRx(0, 8, bufSize)
 			bufs := make([]*buffer.Buf, 8)
-			for round := range 2 {
+			burst := func(round int) {
+				t.Helper()
 				f.transmit(round, testFrame(64, byte(round)))
 				got := 0
 				returns(t, "Receive with a saturated call eventfd", func() {
@@ -203,27 +222,64 @@ func TestSaturatedCall(t *testing.T) {
 						c.ConsumeBulk(bufs[:n])
 						got += n
 					}
-				}, func() { _, _ = unix.Read(f.call[1], buf[:]) })
+				}, func() { takeCalls(f.call[1]) })
 				if got != 1 {
 					t.Fatalf("round %d: received %d packets, want 1", round, got)
 				}
-				if n := p.Stats().CallsFailed; n != 1 {
-					t.Errorf("round %d: %d calls failed, want 1", round, n)
-				}
-				if round == 0 {
-					// The guest takes its notifications.
-					if _, err := unix.Read(f.call[1], buf[:]); err != nil {
-						t.Fatal(err)
-					}
-				} else if s := p.Stats(); s.Calls != 1 {
-					t.Errorf("%d calls once the guest read its eventfd, want 1", s.Calls)
+				sent := 0
+				returns(t, "Transmit with a saturated call eventfd", func() {
+					sent, _ = p.TxQueue(0).Transmit(c, []*buffer.Buf{bufWith(t, c, testFrame(64, byte(round)))})
+				}, func() { takeCalls(f.call[0]) })
+				if sent != 1 {
+					t.Fatalf("round %d: sent %d packets, want 1", round, sent)
 				}
 			}
-			if fl, err := unix.FcntlInt(uintptr(f.call[1]), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
-				t.Errorf("the call eventfd's flags %#x (%v): not made non-blocking", fl, err)
+			burst(0)
+			burst(1)
+			if s := p.Stats(); s.Calls != 0 || s.CallsFailed != 2 {
+				t.Errorf("%d calls, %d failed with both counters saturated; want 0 and 2: one call per ring waits, the next is not made", s.Calls, s.CallsFailed)
+			}
+			for r := range 2 {
+				if takeCalls(f.call[r]) != saturated {
+					t.Fatalf("ring %d: the guest's counter moved while saturated", r)
+				}
+				if n := takeCalls(f.call[r]); n != 1 {
+					t.Errorf("ring %d: the call that waited landed %d times, want once", r, n)
+				}
+			}
+			burst(2)
+			if s := p.Stats(); s.Calls < 2 || s.CallsFailed != 2 {
+				t.Errorf("%d calls, %d failed once the guest read its eventfds; want the 2 that waited, and 2", s.Calls, s.CallsFailed)
+			}
+			for r := range 2 {
+				if n := takeCalls(f.call[r]); n != 1 {
+					t.Errorf("ring %d: %d calls after the guest read its eventfd, want 1", r, n)
+				}
 			}
 		})
 	}
+}
+
+// saturate fills the eventfd fd's counter, which is empty.
+func saturate(t testing.TB, fd int) {
+	t.Helper()
+	if _, err := unix.Write(fd, binary.NativeEndian.AppendUint64(nil, saturated)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// takeCalls reads the eventfd fd's counter, as the guest does, once fd
+// is readable, within 5 s: its count, 0 if it never was. It does not
+// block on an eventfd that blocks.
+func takeCalls(fd int) uint64 {
+	if !readableWithin(fd, 5*time.Second) {
+		return 0
+	}
+	var b [8]byte
+	if n, _ := unix.Read(fd, b[:]); n != 8 {
+		return 0
+	}
+	return binary.NativeEndian.Uint64(b[:])
 }
 
 // fdKind is a kind of descriptor: open returns a new one, which the

@@ -76,7 +76,10 @@ func Listen(cfg Config) (*Port, error) {
 	p.log = p.log.With("port", cfg.Name)
 	p.info = port.Info{Name: cfg.Name, Layer: packet.L2, Queues: cfg.Queues, MaxFrame: maxFrame}
 	for i := range 2 * cfg.Queues {
-		p.rings = append(p.rings, &vring{index: i, kickFD: -1, callFD: -1})
+		p.rings = append(p.rings, &vring{index: i, kickFD: -1, calls: calls{fd: -1}})
+	}
+	if err := p.openCalls(); err != nil {
+		return nil, fmt.Errorf("vhost-user %s: %w", cfg.Name, err)
 	}
 	for i := range cfg.Queues {
 		rq, err := newRxQueue(p, p.rings[2*i+1])
@@ -118,6 +121,7 @@ func (p *Port) closeQueues() {
 	for _, q := range p.rxqs {
 		q.close()
 	}
+	p.closeCalls()
 }
 
 // Info describes the port.
@@ -185,9 +189,11 @@ type Stats struct {
 	// memory. Refusals has both by reason.
 	BadChains   uint64 `json:"bad_chains"`
 	BrokenRings uint64 `json:"broken_rings"`
-	Calls       uint64 `json:"calls"` // notifications sent to the guest
+	Calls       uint64 `json:"calls"` // notifications the guest's call eventfd took
 	// CallsFailed counts notifications the guest's call eventfd did not
-	// take: its counter was saturated.
+	// take: not made while an earlier one waited for room in its
+	// saturated counter (the guest has one pending then), or cancelled
+	// when the front-end replaced the eventfd or went away.
 	CallsFailed uint64 `json:"calls_failed"`
 	// Polls counts the wakeups of a sleeping worker for entries on a
 	// ring without a kick descriptor, which a timer polls.

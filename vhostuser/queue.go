@@ -305,15 +305,11 @@ func offloadsOf(h vnet.Header, frame []byte) port.Offloads {
 }
 
 // call notifies the guest that the used entries from old on wait, if it
-// asked (split.needCall). A call the guest's saturated eventfd refuses
-// is counted as failed: the guest has a notification pending anyway.
+// asked (split.needCall), without ever waiting for its eventfd
+// (call.go).
 func (p *Port) call(v *vring, r *split, old uint16, ctr *counters) {
-	if v.callFD >= 0 && r.needCall(old) {
-		if callGuest(v.callFD) {
-			ctr.N[cCalls]++
-		} else {
-			ctr.N[cCallsFailed]++
-		}
+	if v.calls.fd >= 0 && r.needCall(old) {
+		v.calls.call(ctr)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package uring is a small io_uring binding on golang.org/x/sys/unix, with
-// what softnet's TUN ports need and no more: a ring (Ring) with its
+// what softnet's TUN ports and vhost-user calls need and no more: a ring (Ring) with its
 // submission and completion queues mapped from the kernel, registered
 // files, a registered eventfd, feature probing (Probe), provided-buffer
 // rings (BufRing), and preparation of NOP, READ_MULTISHOT, READ, WRITE,

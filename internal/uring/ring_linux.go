@@ -204,6 +204,18 @@ func (r *Ring) GetSQE() *SQE {
 // the kernel.
 func (r *Ring) Prepared() uint32 { return r.sqLocal - atomic.LoadUint32(r.sqHead) }
 
+// Unprepare drops the entries prepared and not taken by the kernel, as
+// after a Submit that failed (io_uring_enter refuses the whole call, for
+// example when the kernel cannot allocate requests): a caller that
+// cannot let them go out later, when whatever they name may have been
+// closed, gives them up. The kernel reads the queue only when the ring
+// is entered (this package sets up no SQPOLL thread), so moving the
+// published tail back is safe.
+func (r *Ring) Unprepare() {
+	r.sqLocal = atomic.LoadUint32(r.sqHead)
+	atomic.StoreUint32(r.sqTail, r.sqLocal)
+}
+
 // Submit publishes the prepared entries and submits them, without
 // waiting; it also runs pending completion work, so that completions are
 // visible after it. It returns the number submitted.

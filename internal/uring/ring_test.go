@@ -118,6 +118,25 @@ func TestSQFull(t *testing.T) {
 	r.Seen(2)
 }
 
+// TestUnprepare drops prepared entries: the kernel never sees them, and
+// the queue goes on from there.
+func TestUnprepare(t *testing.T) {
+	r := newRing(t, Options{Entries: 4})
+	r.GetSQE().PrepNop(1)
+	r.GetSQE().PrepNop(2)
+	r.Unprepare()
+	if r.Prepared() != 0 || r.SQSpace() != 4 {
+		t.Fatalf("%d prepared, space %d after Unprepare, want 0 and 4", r.Prepared(), r.SQSpace())
+	}
+	r.GetSQE().PrepNop(3)
+	if c := reap(t, r); c.UserData != 3 {
+		t.Fatalf("completion %+v, want only the NOP prepared after Unprepare", c)
+	}
+	if _, err := r.Submit(); err != nil || r.Ready() != 0 {
+		t.Fatalf("Submit: %v, %d more completions", err, r.Ready())
+	}
+}
+
 // TestIndexArithmetic checks the free-space and readiness arithmetic at
 // every distance from a wrap of the 32-bit counters.
 func TestIndexArithmetic(t *testing.T) {
