@@ -417,7 +417,7 @@ func TestHostileFrontendProcess(t *testing.T) {
 	netnstest.RequireRoot(t)
 	netnstest.RequireTools(t, "ping")
 	sw := startSwitchProcess(t)
-	if got := sw.cpuOver(t, time.Second); got > maxIdleCPU {
+	if got := sw.idleCPU(t); got > maxIdleCPU {
 		t.Fatalf("the switch uses %.2f%% of a CPU before any attack, want at most %.0f%%", 100*got, 100*maxIdleCPU)
 	}
 	fds := sw.fds(t)
@@ -432,7 +432,7 @@ func TestHostileFrontendProcess(t *testing.T) {
 				t.Errorf("the guests lost %d pings in 100 during the attack:\n%s", p.lost, p.out)
 			}
 			time.Sleep(time.Until(ready.Add(time.Second)))
-			if got := sw.cpuOver(t, time.Second); got > maxIdleCPU {
+			if got := sw.idleCPU(t); got > maxIdleCPU {
 				t.Errorf("the switch uses %.2f%% of a CPU a second after the attack, want at most %.0f%%", 100*got, 100*maxIdleCPU)
 			}
 			att.later(t)
@@ -460,6 +460,22 @@ func TestHostileFrontendProcess(t *testing.T) {
 
 // maxIdleCPU is the share of a CPU an idle switch may use.
 const maxIdleCPU = 0.01
+
+// idleCPU returns the least share of a CPU the switch used over up to
+// five one-second windows, stopping at the first within maxIdleCPU. A
+// worker that spins or polls uses far more in every window; an idle one
+// may lose a window to the load of tests running beside it (CI runs
+// packages in parallel), which only inflates its count of run time.
+func (sw *switchProcess) idleCPU(t *testing.T) float64 {
+	least := 1.0
+	for range 5 {
+		least = min(least, sw.cpuOver(t, time.Second))
+		if least <= maxIdleCPU {
+			break
+		}
+	}
+	return least
+}
 
 // switchProcess is a running `softnet switch` with two TAP guests and a
 // vhost-user port, all on one worker.
