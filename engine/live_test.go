@@ -136,7 +136,10 @@ func TestAddPortToEmptyEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, _ := memport.NewGenerator("gen", memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 2, Count: 1000})
+	// The generator never runs dry: on a loaded machine (CI under -race)
+	// a bounded one may have made and dropped its all before the sink
+	// is added.
+	gen, _ := memport.NewGenerator("gen", memport.GenConfig{Layer: packet.L3, Queues: 2, Flows: 2})
 	oneQueue, _ := memport.NewSink("narrow", memport.SinkConfig{Layer: packet.L3})
 	sink, _ := memport.NewSink("sink", memport.SinkConfig{Layer: packet.L3, Queues: 2})
 	if _, err := e.AddPort(gen, nil); err != nil {
@@ -162,7 +165,7 @@ func TestAddPortToEmptyEngine(t *testing.T) {
 	// What the generator made before the sink existed was dropped.
 	st := e.Stats()
 	in, out := st.Ports[0], st.Ports[1]
-	if in.RxPackets != 2000 || out.TxPackets != sink.Stats().Packets || out.TxPackets+in.Drops.Total() != 2000 || out.TxPackets == 0 {
+	if out.TxPackets < 2000 || out.TxPackets != sink.Stats().Packets || out.TxPackets+in.Drops.Total() != in.RxPackets {
 		t.Errorf("stats %+v, sink %+v", st.Ports, sink.Stats())
 	}
 	if err := e.RemovePort(0); err != nil {
