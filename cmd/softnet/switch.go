@@ -71,10 +71,11 @@ a comment, and flags add to what it says:
 ` + vswitch.Directives + `
 Every bad line is reported with its file and line.
 
-On SIGHUP the switch reads --config FILE again and makes itself what the
-file and the command line's flags say, as at start: ports and routes that
-are gone are removed (those added with softnet ctl too, unless the file
-or a flag has them), new ones added, a port whose spec changed is
+On SIGHUP the switch reads --config FILE again and makes its own ports
+and routes what the file and the command line's flags say, as at start:
+those that are gone are removed, new ones added (those added with softnet
+ctl are never touched: where the file names one, the one softnet ctl made
+is kept and the conflict logged), a port whose spec changed is
 changed in place where its kind takes the change live (see the kinds
 above), else removed and added again; traffic between the ports that
 stay goes on.

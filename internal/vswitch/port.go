@@ -26,6 +26,8 @@ type PortSpec struct {
 	// Options are the kind's own, as ParsePort sets them from the kind's
 	// defaults; a spec without is not valid.
 	Options portkind.Options
+	// Origin says who made the port; not part of its spec's text.
+	Origin Origin
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
