@@ -36,6 +36,8 @@ func newSwitchCmd() *cobra.Command {
 		metricsAddr   string
 		logFormat     string
 		logLevel      string
+		statePath     string
+		stateReset    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "switch --port SPEC --port SPEC [--route PREFIX=PORT]... [--workers N]",
@@ -171,9 +173,29 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				}
 				lns = append(lns, metricsLn)
 			}
+			// The state last: a switch that cannot take its state file
+			// (another switch holds it, it is bad) starts nothing.
+			if !cmd.Flags().Changed("state") && controlPath == control.DefaultSocket {
+				statePath = DefaultState
+			}
+			var st *switchState
+			if statePath != "" {
+				if st, err = openState(statePath, stateReset, log); err != nil {
+					return err
+				}
+				defer st.file.Close()
+			} else if stateReset {
+				return usageError{errors.New("--state-reset: there is no state file (--state \"\")")}
+			}
 			t := vswitch.Tuning{BusyPoll: busyPoll, CPUs: cpus}
 			if busyPoll == 0 {
 				t.BusyPoll = -1 // off, where Tuning's zero is the default
+			}
+			var api vswitch.Config // the ports and routes the API made, from the state
+			if st != nil {
+				if cfg, api, err = st.merge(cfg, log); err != nil {
+					return err
+				}
 			}
 			sw, err := vswitch.Open(cfg, t, log)
 			if err != nil {
@@ -182,6 +204,12 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if err := sw.Start(); err != nil {
 				_, cerr := sw.Close()
 				return errors.Join(err, cerr)
+			}
+			if st != nil {
+				if err := st.restore(sw, api, log); err != nil {
+					_, cerr := sw.Close()
+					return errors.Join(err, cerr)
+				}
 			}
 			servers := serve(sw, apiLn, metricsLn, log)
 			for running := true; running; {
@@ -226,6 +254,8 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9477)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&statePath, "state", "", `keep the ports and routes added with softnet ctl in FILE, durably, and restore them at start (default `+DefaultState+` with the default --control; "" for none)`)
+	f.BoolVar(&stateReset, "state-reset", false, "start without the state file's ports and routes, moving the file aside to FILE.bad-TIME")
 	return cmd
 }
 

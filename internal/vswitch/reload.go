@@ -49,7 +49,16 @@ func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 		return nil, fmt.Errorf("%w; nothing was changed", err)
 	}
 	defer r.closeUnused()
-	if err := r.run(sw, by); err != nil {
+	err = r.run(sw, by)
+	if len(r.done) > 0 {
+		// After the change, not before: the change is the configuration
+		// file's, which a restart reads again, but for the API's routes
+		// it removed with their ports.
+		if serr := sw.persist(sw.cfg); serr != nil {
+			sw.log.Error("config reload: the state file does not have the reload's changes", "err", serr)
+		}
+	}
+	if err != nil {
 		so := "nothing"
 		if len(r.done) > 0 {
 			so = strings.Join(r.done, "; ")

@@ -178,6 +178,9 @@ type Switch struct {
 	// closed, and a port of that name is added only then.
 	closingMu sync.Mutex
 	closing   map[string]chan struct{}
+	// save records each configuration before the switch runs it
+	// (SetSave); nil for none.
+	save func(Config) error
 
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
