@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"softnet.dev/internal/control"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/internal/vswitch"
 )
@@ -140,4 +147,122 @@ func TestSwitchStateBad(t *testing.T) {
 		t.Errorf("the new state %q", got)
 	}
 	sp.stop(t)
+}
+
+// killRounds is how many times TestSwitchStateSurvivesKill kills the
+// switch.
+const killRounds = 100
+
+// A switch killed with SIGKILL at a random moment of a stream of API
+// changes, 100 times, each time started again from its state: every
+// start has every change that was acknowledged before the kill, and the
+// change in flight either whole or not at all; the state file always
+// reads as a state. vhost-user ports need no device, so each round is
+// quick.
+func TestSwitchStateSurvivesKill(t *testing.T) {
+	bin := buildSoftnet(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 33))
+	var changes, inFlightKept, inFlightLost int // what the rounds met
+	acked := map[string]bool{}                  // the ports every start must have
+	next := 0
+	for round := range killRounds {
+		sp := startSwitch(t, bin, "--state", state)
+		var ports []control.Port
+		c := control.NewClient(sp.socket)
+		if err := c.Get(context.Background(), "/v1/ports", &ports); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, p := range ports {
+			got[p.Name] = true
+		}
+		if !maps.Equal(got, acked) {
+			t.Fatalf("round %d: the restarted switch has %v, want %v", round, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(acked)))
+		}
+		// The stream: adds and removes, one at a time, until the kill.
+		type op struct {
+			name string
+			add  bool
+		}
+		var inflight op
+		done := make(chan struct{})
+		var mu sync.Mutex
+		stop := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				names := slices.Sorted(maps.Keys(acked))
+				o := op{add: len(names) < 3 || rng.IntN(2) == 0}
+				if o.add {
+					next++
+					o.name = fmt.Sprintf("k%d", next)
+				} else {
+					o.name = names[rng.IntN(len(names))]
+				}
+				inflight = o
+				mu.Unlock()
+				var err error
+				if o.add {
+					err = c.Post(context.Background(), "/v1/ports", control.PortRequest{Spec: "vhost-user:" + o.name + ",socket=" + filepath.Join(dir, o.name)}, nil)
+				} else {
+					err = c.Delete(context.Background(), "/v1/ports/"+o.name)
+				}
+				mu.Lock()
+				if err == nil {
+					changes++
+					acked[o.name] = o.add
+					if !o.add {
+						delete(acked, o.name)
+					}
+					inflight = op{}
+				}
+				mu.Unlock()
+				if err != nil {
+					return // the switch was killed
+				}
+			}
+		}()
+		time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond)
+		if err := sp.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		<-done
+		<-sp.exited
+		// The state must be the acknowledged one, with the change in
+		// flight or without it.
+		saved := map[string]bool{}
+		for _, p := range readState(t, state).Ports {
+			saved[p.Name] = true
+		}
+		with := maps.Clone(acked)
+		if inflight.name != "" {
+			if inflight.add {
+				with[inflight.name] = true
+			} else {
+				delete(with, inflight.name)
+			}
+		}
+		switch {
+		case maps.Equal(saved, acked):
+			if inflight.name != "" {
+				inFlightLost++
+			}
+		case maps.Equal(saved, with):
+			inFlightKept++
+			acked = with // the next start has it
+		default:
+			t.Fatalf("round %d (seed %d): the state has %v; acknowledged %v, in flight %+v", round, seed, slices.Sorted(maps.Keys(saved)), slices.Sorted(maps.Keys(acked)), inflight)
+		}
+	}
+	t.Logf("seed %d: %d changes acknowledged; killed in flight %d times, the change saved %d times", seed, changes, inFlightKept+inFlightLost, inFlightKept)
 }
