@@ -297,20 +297,29 @@ func (d *Device) Info() port.Info {
 // ErrNoDevice is Open's error for a device to adopt that does not exist.
 var ErrNoDevice = errors.New("no such device")
 
-// Keep makes the device outlive its files (TUNSETPERSIST): Close then
-// leaves it in its namespace, up, with its addresses and routes, and
-// the next program opens it with Config.Adopt. Packets sent to it
-// meanwhile wait in its queue, up to its length, or are dropped.
-func (d *Device) Keep() error {
+// Persist makes the device outlive its files (TUNSETPERSIST) if the
+// program dies, so that the next program can adopt it (Config.Adopt)
+// with its addresses and routes; Close still removes it, unless Keep.
+func (d *Device) Persist() error { return d.setPersist(false) }
+
+// Keep is Persist, and Close then leaves the device in its namespace,
+// up, with its addresses and routes, for the next program to adopt.
+// Packets sent to it meanwhile wait in its queue, up to its length, or
+// are dropped.
+func (d *Device) Keep() error { return d.setPersist(true) }
+
+func (d *Device) setPersist(keep bool) error {
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
 	if d.done {
-		return fmt.Errorf("tun %s: keep: %w", d.info.Name, errClosed)
+		return fmt.Errorf("tun %s: persist: %w", d.info.Name, errClosed)
 	}
-	if err := unix.IoctlSetInt(d.fds[0], unix.TUNSETPERSIST, 1); err != nil {
-		return fmt.Errorf("tun %s: keep: %w", d.info.Name, err)
+	if !d.persist {
+		if err := unix.IoctlSetInt(d.fds[0], unix.TUNSETPERSIST, 1); err != nil {
+			return fmt.Errorf("tun %s: persist: %w", d.info.Name, err)
+		}
 	}
-	d.persist, d.kept = true, true
+	d.persist, d.kept = true, keep
 	return nil
 }
 

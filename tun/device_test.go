@@ -347,6 +347,20 @@ func TestKeepAdopt(t *testing.T) {
 			t.Fatalf("%d queues: the adopted device outlived Close:\n%s", q, out)
 		}
 	}
+	// A persistent device outlives its program's death, not its Close.
+	d, err := Open(Config{Name: name, NetNS: ns.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := linkShow(t, ns, name); ok {
+		t.Fatalf("a persistent device outlived Close:\n%s", out)
+	}
 	if d, err := Open(Config{Name: name, NetNS: ns.Name, Adopt: true}); !errors.Is(err, ErrNoDevice) {
 		if err == nil {
 			d.Close()
