@@ -852,8 +852,11 @@ func TestBadInput(t *testing.T) {
 	out, e = n.plugin(map[string]string{"CNI_COMMAND": "VERSION"}, []byte(`{"cniVersion": "1.1.0"}`))
 	var ver struct {
 		Supported []string `json:"supportedVersions"`
+		Softnet   struct {
+			Version string `json:"version"`
+		} `json:"softnet"`
 	}
-	if e != nil || json.Unmarshal([]byte(out), &ver) != nil || !slices.Equal(ver.Supported, []string{"0.4.0", "1.0.0", "1.1.0"}) {
+	if e != nil || json.Unmarshal([]byte(out), &ver) != nil || !slices.Equal(ver.Supported, []string{"0.4.0", "1.0.0", "1.1.0"}) || ver.Softnet.Version == "" {
 		t.Errorf("VERSION: %s", out)
 	}
 	n.wantEmpty()

@@ -19,6 +19,7 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
 )
@@ -121,7 +122,22 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 		},
 	}
 
-	cmd.AddCommand(stats, config, newPortCmd(client), newRouteCmd(client), newDropsCmd(client), newCaptureCmd(client))
+	var versionJSON bool
+	version := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print the running switch's version, as softnet version prints this binary's",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var in buildinfo.Info
+			if err := client().Get(cmd.Context(), "/v1/version", &in); err != nil {
+				return ctlError(err)
+			}
+			return writeVersion(cmd.OutOrStdout(), in, versionJSON)
+		},
+	}
+	version.Flags().BoolVar(&versionJSON, "json", false, "print JSON")
+
+	cmd.AddCommand(stats, config, version, newPortCmd(client), newRouteCmd(client), newDropsCmd(client), newCaptureCmd(client))
 	return cmd
 }
 
