@@ -43,7 +43,7 @@ const commonHelp = `  netns     a named network namespace (ip netns add NS) to p
             20 ms of the rate, at least 64 KiB
   egress-rate, egress-burst  the same for what the switch sends to the
             port (what its guest receives; CNI's ingressRate):
-            POLICE_EGRESS. Both change live, without reopening (SIGHUP)
+            POLICE_EGRESS. Both change live (SIGHUP, ctl port set)
 `
 
 // PortHelp describes the port specs, every kind's and the options every
