@@ -87,6 +87,7 @@ func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 		{"GET", "/v1/stats", s.stats},
 		{"GET", "/v1/ports", s.ports},
 		{"POST", "/v1/ports", s.addPort},
+		{"PATCH", "/v1/ports/{name}", s.changePort},
 		{"DELETE", "/v1/ports/{name}", s.removePort},
 		{"GET", "/v1/routes", s.routes},
 		{"POST", "/v1/routes", s.addRoute},
