@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -265,7 +264,7 @@ success.`,
 		Example: `  softnet ctl route del 198.18.3.0/24`,
 		Args:    exactArgs(1, "route del needs a PREFIX, e.g. 198.18.3.0/24"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := netip.ParsePrefix(args[0])
+			p, err := vswitch.ParsePrefix(args[0])
 			if err != nil {
 				return usageError{fmt.Errorf("route del: %w", err)}
 			}

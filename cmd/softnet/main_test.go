@@ -103,3 +103,24 @@ func TestSwitchHelpListsTheKinds(t *testing.T) {
 		}
 	}
 }
+
+// Bad addresses and prefixes are reported in the user's terms, never
+// in the Go parser's (netip.ParsePrefix("...")).
+func TestAddressErrorsSpeakTheUsersTerms(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ctl", "route", "del", "10.0.0.0"}, `"10.0.0.0" is not a prefix: want ADDRESS/LENGTH`},
+		{[]string{"ctl", "route", "del", "10.0.0.0/33"}, `length "33": want 0 to 32 for IPv4`},
+		{[]string{"switch", "--control", "", "--port", "tun:snc0,allow=10.0.0.0/33", "--port", "tun:snc1"}, `length "33": want 0 to 32`},
+		{[]string{"switch", "--control", "", "--filter", "deny src=1.2.3", "--port", "tun:snc0", "--port", "tun:snc1"}, `"1.2.3" is neither a prefix nor an IP address`},
+		{[]string{"switch", "--control", "", "--port", "tun:", "--port", "tun:snc1"}, `no port name: want tun:NAME`},
+		{[]string{"switch", "--control", "", "--port", "vxlan:v,vni=5", "--port", "tun:snc1"}, `vxlan ports need local=IP`},
+	} {
+		_, stderr, code := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "Parse") {
+			t.Errorf("%q: exit %d, %s; want exit %d and %q", c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+}

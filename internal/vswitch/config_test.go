@@ -147,7 +147,7 @@ workers 2
 	for text, want := range map[string]string{
 		"port tun:a\nprot tun:b\n":       "sw.conf:2: unknown directive",
 		"workers zero\n":                 "sw.conf:1: workers",
-		"port tun:a\nport tun:b extra\n": "sw.conf:2: want one value",
+		"port tun:a\nport tun:b extra\n": "sw.conf:2: port: want one value",
 		"\n\nroute 198.18.0.0/15\n":      "sw.conf:3: route",
 		"port tun:a,offload=sometimes\n": "sw.conf:1: port",
 	} {
