@@ -37,6 +37,8 @@ func newSwitchCmd() *cobra.Command {
 		metricsAddr   string
 		logFormat     string
 		logLevel      string
+		statePath     string
+		stateReset    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "switch --port SPEC --port SPEC [--route PREFIX=PORT]... [--workers N]",
@@ -72,10 +74,11 @@ a comment, and flags add to what it says:
 ` + vswitch.Directives + `
 Every bad line is reported with its file and line.
 
-On SIGHUP the switch reads --config FILE again and makes itself what the
-file and the command line's flags say, as at start: ports and routes that
-are gone are removed (those added with softnet ctl too, unless the file
-or a flag has them), new ones added, a port whose spec changed is
+On SIGHUP the switch reads --config FILE again and makes its own ports
+and routes what the file and the command line's flags say, as at start:
+those that are gone are removed, new ones added (those added with softnet
+ctl are never touched: where the file names one, the one softnet ctl made
+is kept and the conflict logged), a port whose spec changed is
 changed in place where its kind takes the change live (see the kinds
 above), else removed and added again; traffic between the ports that
 stay goes on.
@@ -180,9 +183,29 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				}
 				lns = append(lns, metricsLn)
 			}
+			// The state last: a switch that cannot take its state file
+			// (another switch holds it, it is bad) starts nothing.
+			if !cmd.Flags().Changed("state") && controlPath == control.DefaultSocket {
+				statePath = DefaultState
+			}
+			var st *switchState
+			if statePath != "" {
+				if st, err = openState(statePath, stateReset, log); err != nil {
+					return err
+				}
+				defer st.file.Close()
+			} else if stateReset {
+				return usageError{errors.New("--state-reset: there is no state file (--state \"\")")}
+			}
 			t := vswitch.Tuning{BusyPoll: busyPoll, CPUs: cpus}
 			if busyPoll == 0 {
 				t.BusyPoll = -1 // off, where Tuning's zero is the default
+			}
+			var api vswitch.Config // the ports and routes the API made, from the state
+			if st != nil {
+				if cfg, api, err = st.merge(cfg, log); err != nil {
+					return err
+				}
 			}
 			sw, err := vswitch.Open(cfg, t, log)
 			if err != nil {
@@ -191,6 +214,12 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if err := sw.Start(); err != nil {
 				_, cerr := sw.Close()
 				return errors.Join(err, cerr)
+			}
+			if st != nil {
+				if err := st.restore(sw, api, log); err != nil {
+					_, cerr := sw.Close()
+					return errors.Join(err, cerr)
+				}
 			}
 			servers := serve(sw, apiLn, metricsLn, log)
 			for running := true; running; {
@@ -235,6 +264,8 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics: HOST:PORT (e.g. 127.0.0.1:9477), or PORT alone for every address (:PORT)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&statePath, "state", "", `keep the ports and routes added with softnet ctl in FILE, durably, and restore them at start (default `+DefaultState+` with the default --control; "" for none)`)
+	f.BoolVar(&stateReset, "state-reset", false, "start without the state file's ports and routes, moving the file aside to FILE.bad-TIME")
 	return cmd
 }
 

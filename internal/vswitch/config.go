@@ -25,8 +25,44 @@ type RouteSpec struct {
 	Prefix netip.Prefix
 	Port   string
 	Via    netip.Addr
+	// Origin says who made the route; not part of its text.
+	Origin Origin
 
 	at string
+}
+
+// Origin is who made a port or a route: the configuration (its file and
+// the command line's flags), which a reload makes what the file says,
+// or the control API, which a reload never touches. Services, filters
+// and the worker count come only from the configuration.
+type Origin uint8
+
+const (
+	FromConfig Origin = iota
+	FromAPI
+)
+
+func (o Origin) String() string {
+	if o == FromAPI {
+		return "api"
+	}
+	return "config"
+}
+
+// MarshalText writes "config" or "api".
+func (o Origin) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (o *Origin) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "config":
+		*o = FromConfig
+	case "api":
+		*o = FromAPI
+	default:
+		return fmt.Errorf("origin %q: want config or api", b)
+	}
+	return nil
 }
 
 // Config is everything `softnet switch` needs.

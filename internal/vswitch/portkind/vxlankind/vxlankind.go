@@ -30,7 +30,7 @@ var Kind = portkind.Kind{
 		{Key: "vni", Missing: "vxlan ports need vni=N"},
 		{Key: "local", Missing: "vxlan ports need local=IP, the underlay's address to send from"},
 	},
-	Takes:    portkind.NetNS | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	Takes:    portkind.NetNS | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap ports",
 	Help: `  vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...]
       [,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX][,mode=l2|l3]
