@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,14 +43,16 @@ func newSwitchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "switch --port SPEC --port SPEC [--route PREFIX=PORT]... [--workers N]",
-		Short: "Run a userspace virtual switch between TUN or TAP ports",
-		Long: `switch connects network namespaces, containers and VMs through TUN (L3) or
-TAP (L2) devices. TUN ports are routed by the L3 forwarder (static routes
-first, then source addresses learned per port where no route covers them;
-TTL is decremented); TAP ports are bridged by MAC address. A TUN guest
-cannot impersonate another: it may send only from the prefixes routed to
-it, and learning never overrides a route. A TAP port, like a port of the
-kernel's bridge, takes any source address and MAC (allow=any, no MAC
+		Short: "Run a userspace virtual switch: " + strings.Join(vswitch.Kinds(), ", ") + " ports",
+		Long: `switch connects network namespaces, containers, VMs and other hosts
+through ports of the kinds below: routed ones, which carry IP packets
+(tun; vxlan with mode=l3), or bridged ones, which carry Ethernet frames
+(tap, vhost-user, vxlan). Routed ports go through the L3 forwarder
+(static routes first, then source addresses learned per port where no
+route covers them; TTL is decremented); bridged ports through a learning
+bridge by MAC address. A routed guest cannot impersonate another: it may
+send only from the prefixes routed to it, and learning never overrides a
+route. A bridged port, like a port of the kernel's bridge, takes any source address and MAC (allow=any, no MAC
 lock) until mac= and allow= lock it, as in
 tap:vm1,mac=02:00:00:00:00:07,allow=198.18.7.1+2001:db8:7::1. No guest
 may advertise itself as an IPv6 router or answer DHCP unless router=on or
