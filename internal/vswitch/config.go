@@ -249,11 +249,11 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: no options of a kind (%s): ParsePort makes a port", p, kindList(func(k *portkind.Kind) string { return k.Name })))
 		}
 		if c, ok := o.(portkind.Claimer); ok {
-			claim := c.Claim()
-			if other, dup := claims[p.Kind+" "+claim]; dup {
+			claim := c.Claim(p.Name, p.Common)
+			if other, dup := claims[claim]; dup {
 				return in(p.at, fmt.Errorf("port %s: port %s %s already", p, other, claim))
 			}
-			claims[p.Kind+" "+claim] = p.Name
+			claims[claim] = p.Name
 		}
 		if o.Layer() == packet.L3 {
 			routedPort = cmp.Or(routedPort, &cfg.Ports[i])
