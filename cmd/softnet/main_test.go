@@ -104,6 +104,7 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"switch", "--workers", "x"}, `--workers "x": want a whole number`},
 		{[]string{"switch", "--busy-poll", "5"}, `--busy-poll "5": want a duration such as 200µs, 5s or 1m`},
 		{[]string{"ctl", "stats", "-n", "many"}, `--count "many": want a whole number`},
+		{[]string{"switch", "--filter", "allow", "dport=53"}, `unexpected argument "dport=53": each flag takes one value; quote a rule with spaces`},
 	} {
 		_, stderr, code := run(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "strconv") || strings.Contains(stderr, "time:") {

@@ -97,7 +97,13 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
   softnet switch --port tun:sn0,netns=guest1 --port tun:sn1,netns=guest2 \
       --route 198.18.1.0/24=sn0 --route 198.18.2.0/24=sn1 \
       --filter "deny proto=udp dport=53"`,
-		Args: cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				// Most often the rest of a filter rule given unquoted.
+				return usageError{fmt.Errorf("unexpected argument %q: each flag takes one value; quote a rule with spaces: --filter \"deny proto=udp dport=53\"", args[0])}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 1 || workers > vswitch.MaxWorkers {
 				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
