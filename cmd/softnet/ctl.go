@@ -378,13 +378,15 @@ func newDropsCmd(client func() *control.Client) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drops [--json] [--watch [--rate N/s] [-n COUNT]]",
 		Short: "Print drops by port and reason; with --watch, stream dropped packets as they happen",
-		Long: `drops prints the switch's drops by port and reason. With --watch it streams
+		Long: `drops prints the switch's drops by port and reason, a table or, with --json,
+a JSON list of {"port", "dir", "reason", "packets"}. With --watch it streams
 dropped packets as they happen, one line each: time, port, worker, reason
 and the packet's headers decoded. The switch samples at most --rate drops a
 second, on its workers, without ever making them wait; on exit (Ctrl-C,
 after -n drops, or when the switch stops) ctl prints how many drops the
 sampler skipped and lost.`,
 		Example: `  softnet ctl drops
+  softnet ctl drops --json
   softnet ctl drops --watch --rate 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

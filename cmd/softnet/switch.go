@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,14 +43,16 @@ func newSwitchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "switch --port SPEC --port SPEC [--route PREFIX=PORT]... [--workers N]",
-		Short: "Run a userspace virtual switch between TUN or TAP ports",
-		Long: `switch connects network namespaces, containers and VMs through TUN (L3) or
-TAP (L2) devices. TUN ports are routed by the L3 forwarder (static routes
-first, then source addresses learned per port where no route covers them;
-TTL is decremented); TAP ports are bridged by MAC address. A TUN guest
-cannot impersonate another: it may send only from the prefixes routed to
-it, and learning never overrides a route. A TAP port, like a port of the
-kernel's bridge, takes any source address and MAC (allow=any, no MAC
+		Short: "Run a userspace virtual switch: " + strings.Join(vswitch.Kinds(), ", ") + " ports",
+		Long: `switch connects network namespaces, containers, VMs and other hosts
+through ports of the kinds below: routed ones, which carry IP packets
+(tun; vxlan with mode=l3), or bridged ones, which carry Ethernet frames
+(tap, vhost-user, vxlan). Routed ports go through the L3 forwarder
+(static routes first, then source addresses learned per port where no
+route covers them; TTL is decremented); bridged ports through a learning
+bridge by MAC address. A routed guest cannot impersonate another: it may
+send only from the prefixes routed to it, and learning never overrides a
+route. A bridged port, like a port of the kernel's bridge, takes any source address and MAC (allow=any, no MAC
 lock) until mac= and allow= lock it, as in
 tap:vm1,mac=02:00:00:00:00:07,allow=198.18.7.1+2001:db8:7::1. No guest
 may advertise itself as an IPv6 router or answer DHCP unless router=on or
@@ -94,7 +97,13 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
   softnet switch --port tun:sn0,netns=guest1 --port tun:sn1,netns=guest2 \
       --route 198.18.1.0/24=sn0 --route 198.18.2.0/24=sn1 \
       --filter "deny proto=udp dport=53"`,
-		Args: cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				// Most often the rest of a filter rule given unquoted.
+				return usageError{fmt.Errorf("unexpected argument %q: each flag takes one value; quote a rule with spaces: --filter \"deny proto=udp dport=53\"", args[0])}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 1 || workers > vswitch.MaxWorkers {
 				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
