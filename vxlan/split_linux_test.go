@@ -231,6 +231,11 @@ func TestPortSplitsTSORouted(t *testing.T) {
 		if st := pa.Stats(); st.Segmented-s0.Segmented != 1 || st.SegmentedCopied != 0 || st.TxGSOSends-s0.TxGSOSends != 1 {
 			t.Fatalf("v6=%v: stats before %+v, after %+v", s.v6, s0, st)
 		}
+		round := tsoRound(t, c, pa, pb, pkt, h, 2)
+		round()
+		if n := testing.AllocsPerRun(10, round); n != 0 {
+			t.Errorf("v6=%v: %v allocations per burst of TSO packets", s.v6, n)
+		}
 	}
 }
 
