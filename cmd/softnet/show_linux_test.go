@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"softnet.dev/internal/buildinfo"
@@ -131,6 +135,49 @@ func TestCtlRouteListVia(t *testing.T) {
 	if err := json.Unmarshal([]byte(sp.mustCtl(t, "route", "list", "--json")), &routes); err != nil || len(routes) != 2 ||
 		routes[1] != (control.Route{Prefix: "198.18.40.0/24", Port: "srvx", Via: "127.0.0.2"}) {
 		t.Errorf("route list --json: %+v, %v", routes, err)
+	}
+	sp.stop(t)
+}
+
+// A switch run as a service reads its flags from the file: metrics
+// served where the file says (with softnet_build_info), the command
+// line's flags winning over the file's, and a reload
+// that changes a setting is refused, naming it, while the switch goes
+// on.
+func TestSwitchConfigFileSettings(t *testing.T) {
+	netnstest.RequireRoot(t)
+	bin := buildSoftnet(t)
+	g1, g2 := netnstest.New(t), netnstest.New(t)
+	// The file's log-format text loses to the command line's json
+	// (startSwitch's), which the test reads.
+	text := "metrics 127.0.0.1:0\nbusy-poll 0\nlog-format text\nport tun:sk1,netns=" + g1.Name + "\nport tun:sk2,netns=" + g2.Name + "\n"
+	file := filepath.Join(t.TempDir(), "softnet.conf")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sp := startSwitch(t, bin, "--config", file)
+	rec, _ := sp.waitLog(t, 0, "the metrics' address", func(r map[string]any) bool { return r["msg"] == "metrics" })
+	url, _ := rec["url"].(string)
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "\nsoftnet_build_info{") || !strings.Contains(string(body), `softnet_port_up{port="sk2"} 1`) {
+		t.Errorf("metrics at %s:\n%s", url, body)
+	}
+
+	if err := os.WriteFile(file, []byte(strings.Replace(text, "busy-poll 0", "busy-poll 50us", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := sp.logLen()
+	if err := sp.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ = sp.waitLog(t, n, "the refused reload", func(r map[string]any) bool { return r["level"] == "ERROR" })
+	if msg, _ := rec["err"].(string); !strings.Contains(msg, file+":2: busy-poll \"50us\": the switch runs with \"0s\"; a setting changes with a restart") {
+		t.Errorf("reload with a changed setting: %v", rec)
 	}
 	sp.stop(t)
 }

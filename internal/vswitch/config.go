@@ -93,6 +93,25 @@ const maxConfigErrors = 20
 // reports every bad line (up to maxConfigErrors), each with the file and
 // line, and Validate's errors about a directive name its line too.
 func ParseConfig(name string, r io.Reader) (Config, error) {
+	return ParseConfigWith(name, r, nil)
+}
+
+// Settings are the directives of a configuration file beyond the
+// switch's own (Directives): the settings of the program that runs the
+// switch, as `softnet switch` takes each of its flags ("cpus 2,3" for
+// --cpus 2,3), so that a service's command line is one --config.
+type Settings struct {
+	// Names are the settings' directives, in the order an unknown
+	// directive's error lists them.
+	Names []string
+	// Set is given each setting's directive and its values (the rest of
+	// the line, in fields); its error is reported with the file and line.
+	Set func(name string, values []string) error
+}
+
+// ParseConfigWith is ParseConfig for a file that may also hold
+// settings (nil: none).
+func ParseConfigWith(name string, r io.Reader, settings *Settings) (Config, error) {
 	var cfg Config
 	var errs []error
 	sc := bufio.NewScanner(r)
@@ -103,7 +122,13 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 			continue
 		}
 		at := fmt.Sprintf("%s:%d", name, line)
-		if err := cfg.parseDirective(f, at); err != nil {
+		var err error
+		if settings != nil && slices.Contains(settings.Names, f[0]) {
+			err = settings.Set(f[0], f[1:])
+		} else {
+			err = cfg.parseDirective(f, at, settings)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", at, err))
 		}
 	}
@@ -113,7 +138,7 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-func (cfg *Config) parseDirective(f []string, at string) error {
+func (cfg *Config) parseDirective(f []string, at string, settings *Settings) error {
 	if f[0] == "filter" {
 		r, err := program.ParseRule(strings.Join(f[1:], " "))
 		if err != nil {
@@ -122,8 +147,17 @@ func (cfg *Config) parseDirective(f []string, at string) error {
 		cfg.Filters = append(cfg.Filters, r)
 		return nil
 	}
-	if len(f) != 2 {
-		return fmt.Errorf("want one value after %q, got %d", f[0], len(f)-1)
+	switch f[0] {
+	case "port", "route", "service", "workers":
+		if len(f) != 2 {
+			return fmt.Errorf("want one value after %q, got %d", f[0], len(f)-1)
+		}
+	default:
+		known := "port, route, service, filter, workers"
+		if settings != nil {
+			known += ", " + strings.Join(settings.Names, ", ")
+		}
+		return fmt.Errorf("unknown directive %q (%s)", f[0], known)
 	}
 	switch f[0] {
 	case "port":
@@ -153,8 +187,6 @@ func (cfg *Config) parseDirective(f []string, at string) error {
 			return fmt.Errorf("workers %q: want 1 to %d", f[1], MaxWorkers)
 		}
 		cfg.Workers = n
-	default:
-		return fmt.Errorf("unknown directive %q (port, route, service, filter, workers)", f[0])
 	}
 	return nil
 }
