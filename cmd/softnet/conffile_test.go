@@ -45,7 +45,7 @@ func TestConfigFileSettings(t *testing.T) {
 	cmd, s := switchSettings(t, "--busy-poll", "0s", "--log-level", "warn", "--port", "tun:b")
 	names := s.names()
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if in := strings.Contains(" "+strings.Join(names, " ")+" ", " "+f.Name+" "); in == (f.Name == "config" || f.Name == "help" || f.Name == "port" || f.Name == "route" || f.Name == "service" || f.Name == "filter" || f.Name == "workers") {
+		if in := strings.Contains(" "+strings.Join(names, " ")+" ", " "+f.Name+" "); in == (f.Name == "config" || f.Name == "help" || f.Name == "port" || f.Name == "route" || f.Name == "service" || f.Name == "filter" || f.Name == "workers" || f.Name == "state-reset") {
 			t.Errorf("flag --%s: a setting of the file %v", f.Name, in)
 		}
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -76,7 +77,7 @@ func TestCtlShow(t *testing.T) {
 	// port show NAME: a field a line; the vhost-user port waits for its
 	// VM, and port list says so too.
 	out := sp.mustCtl(t, "port", "show", "swvm")
-	for _, re := range []string{`(?m)^kind\s+vhost-user$`, `(?m)^options\s+socket=` + regexp.QuoteMeta(vsock) + `$`,
+	for _, re := range []string{`(?m)^kind\s+vhost-user$`, `(?m)^origin\s+config$`, `(?m)^options\s+socket=` + regexp.QuoteMeta(vsock) + `$`,
 		`(?m)^state\s+up; no front-end connected$`, `(?m)^  frontend\s+waiting$`, `(?m)^queues\s+1$`, `(?m)^device\s+-$`, `(?m)^namespace\s+-$`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("port show swvm lacks %s:\n%s", re, out)
@@ -93,9 +94,9 @@ func TestCtlShow(t *testing.T) {
 	// Without NAME, a table of every port; the vxlan port's options are
 	// its kind's, as its spec writes them.
 	out = sp.mustCtl(t, "port", "show")
-	for _, re := range []string{`(?m)^name\s+kind\s+state\s+queues\s+device\s+namespace\s+options$`,
-		`(?m)^sw2\s+tap\s+up\s+\d+\s+sw2\s+` + g2.Name + `\s+-$`,
-		`(?m)^swvx\s+vxlan\s+up\s+\d+\s+-\s+` + under.Name + `\s+vni=42,local=127\.0\.0\.1,remote=127\.0\.0\.2,fdb=02:00:00:00:00:42@127\.0\.0\.2$`} {
+	for _, re := range []string{`(?m)^name\s+kind\s+origin\s+state\s+queues\s+device\s+namespace\s+options$`,
+		`(?m)^sw2\s+tap\s+config\s+up\s+\d+\s+sw2\s+` + g2.Name + `\s+-$`,
+		`(?m)^swvx\s+vxlan\s+config\s+up\s+\d+\s+-\s+` + under.Name + `\s+vni=42,local=127\.0\.0\.1,remote=127\.0\.0\.2,fdb=02:00:00:00:00:42@127\.0\.0\.2$`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("port show lacks %s:\n%s", re, out)
 		}
@@ -126,14 +127,14 @@ func TestCtlRouteListVia(t *testing.T) {
 		"--port", "vxlan:srvx,vni=7,local=127.0.0.1,remote=127.0.0.2,mode=l3,vtep-mac=02:00:00:00:00:01,fdb=02:00:00:00:00:02@127.0.0.2,netns="+under.Name,
 		"--route", "198.18.41.0/24=sr1", "--route", "198.18.40.0/24=srvx,via=127.0.0.2")
 	out := sp.mustCtl(t, "route", "list")
-	for _, re := range []string{`(?m)^prefix\s+port\s+via$`, `(?m)^198\.18\.41\.0/24\s+sr1\s+-$`, `(?m)^198\.18\.40\.0/24\s+srvx\s+127\.0\.0\.2$`} {
+	for _, re := range []string{`(?m)^prefix\s+port\s+via\s+origin$`, `(?m)^198\.18\.41\.0/24\s+sr1\s+-\s+config$`, `(?m)^198\.18\.40\.0/24\s+srvx\s+127\.0\.0\.2\s+config$`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("route list lacks %s:\n%s", re, out)
 		}
 	}
 	var routes []control.Route
 	if err := json.Unmarshal([]byte(sp.mustCtl(t, "route", "list", "--json")), &routes); err != nil || len(routes) != 2 ||
-		routes[1] != (control.Route{Prefix: "198.18.40.0/24", Port: "srvx", Via: "127.0.0.2"}) {
+		routes[1] != (control.Route{Prefix: "198.18.40.0/24", Port: "srvx", Via: "127.0.0.2", Origin: "config"}) {
 		t.Errorf("route list --json: %+v, %v", routes, err)
 	}
 	sp.stop(t)
@@ -150,7 +151,15 @@ func TestSwitchConfigFileSettings(t *testing.T) {
 	g1, g2 := netnstest.New(t), netnstest.New(t)
 	// The file's log-format text loses to the command line's json
 	// (startSwitch's), which the test reads.
-	text := "metrics 127.0.0.1:0\nbusy-poll 0\nlog-format text\nport tun:sk1,netns=" + g1.Name + "\nport tun:sk2,netns=" + g2.Name + "\n"
+	// A port that was free a moment ago: --metrics takes no port 0.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	state := filepath.Join(t.TempDir(), "state.json")
+	text := "state " + state + "\nmetrics " + addr + "\nbusy-poll 0\nlog-format text\nport tun:sk1,netns=" + g1.Name + "\nport tun:sk2,netns=" + g2.Name + "\n"
 	file := filepath.Join(t.TempDir(), "softnet.conf")
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -168,6 +177,12 @@ func TestSwitchConfigFileSettings(t *testing.T) {
 		t.Errorf("metrics at %s:\n%s", url, body)
 	}
 
+	// The file's state: a change through the API is kept there.
+	sp.mustCtl(t, "route", "add", "198.18.50.0/24=sk1")
+	if b, err := os.ReadFile(state); err != nil || !strings.Contains(string(b), "198.18.50.0/24") {
+		t.Errorf("the state file the config file names: %v\n%s", err, b)
+	}
+
 	if err := os.WriteFile(file, []byte(strings.Replace(text, "busy-poll 0", "busy-poll 50us", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +191,7 @@ func TestSwitchConfigFileSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ = sp.waitLog(t, n, "the refused reload", func(r map[string]any) bool { return r["level"] == "ERROR" })
-	if msg, _ := rec["err"].(string); !strings.Contains(msg, file+":2: busy-poll \"50us\": the switch runs with \"0s\"; a setting changes with a restart") {
+	if msg, _ := rec["err"].(string); !strings.Contains(msg, file+":3: busy-poll \"50us\": the switch runs with \"0s\"; a setting changes with a restart") {
 		t.Errorf("reload with a changed setting: %v", rec)
 	}
 	sp.stop(t)

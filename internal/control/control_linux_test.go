@@ -154,7 +154,7 @@ func TestAPI(t *testing.T) {
 		t.Errorf("ports' security %+v", ports)
 	}
 	var routes []Route
-	if err := ls.client.Get(ctx, "/v1/routes", &routes); err != nil || len(routes) != 2 || routes[1] != (Route{Prefix: "198.18.2.0/24", Port: "ct1"}) {
+	if err := ls.client.Get(ctx, "/v1/routes", &routes); err != nil || len(routes) != 2 || routes[1] != (Route{Prefix: "198.18.2.0/24", Port: "ct1", Origin: "config"}) {
 		t.Errorf("routes %+v, %v", routes, err)
 	}
 	var ver buildinfo.Info

@@ -24,7 +24,9 @@ type Port struct {
 	// kind formats them: portkind.Options.Fields); those every port has
 	// are the fields below and in Spec.
 	Options Fields `json:"options,omitempty"`
-	// (The port's origin, the configuration file or the API, goes here.)
+	// Origin is who made the port: "config" (the configuration file or
+	// the command line, which a reload changes) or "api".
+	Origin string `json:"origin"`
 	Info   string `json:"info"` // layer, queues, max frame, offloads
 	Queues int    `json:"queues"`
 	Netns  string `json:"netns,omitempty"`  // "" for the switch's own namespace
@@ -133,11 +135,14 @@ type Route struct {
 	Prefix string `json:"prefix"`
 	Port   string `json:"port"`
 	Via    string `json:"via,omitempty"` // a routed vxlan port's remote
+	// Origin is who made the route, as Port's; POST /v1/routes ignores
+	// it: a route made through the API is the API's.
+	Origin string `json:"origin,omitempty"`
 }
 
 // routeOf is rt as the API shows it.
 func routeOf(rt vswitch.RouteSpec) Route {
-	r := Route{Prefix: rt.Prefix.String(), Port: rt.Port}
+	r := Route{Prefix: rt.Prefix.String(), Port: rt.Port, Origin: rt.Origin.String()}
 	if rt.Via.IsValid() {
 		r.Via = rt.Via.String()
 	}
@@ -169,7 +174,7 @@ func portOf(pv vswitch.PortView, st engine.Stats) Port {
 	// A kernel device that the switch created, and removes at exit.
 	c, ok := pv.Port.(interface{ Created() bool })
 	created := ok && c.Created()
-	p := Port{Name: info.Name, Kind: pv.Spec.Kind, Spec: pv.Spec.String(), Info: info.String(), Queues: info.Queues,
+	p := Port{Name: info.Name, Kind: pv.Spec.Kind, Spec: pv.Spec.String(), Origin: pv.Spec.Origin.String(), Info: info.String(), Queues: info.Queues,
 		Netns: pv.Spec.NetNS, Device: pv.Spec.Device(), Created: created, State: pv.State.Summary,
 		Allow: pv.Policy.Allow.String(), MACs: vswitch.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}

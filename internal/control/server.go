@@ -88,6 +88,7 @@ func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 		{"GET", "/v1/ports", s.ports},
 		{"POST", "/v1/ports", s.addPort},
 		{"GET", "/v1/ports/{name}", s.port},
+		{"PATCH", "/v1/ports/{name}", s.changePort},
 		{"DELETE", "/v1/ports/{name}", s.removePort},
 		{"GET", "/v1/fdb", s.fdb},
 		{"GET", "/v1/routes", s.routes},
