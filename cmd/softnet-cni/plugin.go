@@ -217,11 +217,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 			return err
 		}
 		for _, ip := range prev.IPs {
-			want := control.Route{Prefix: hostPrefix(ip).String(), Port: name}
-			// The route's prefix and port: its origin (api) is not the
-			// plugin's business.
-			if !slices.ContainsFunc(routes, func(r control.Route) bool { return r.Prefix == want.Prefix && r.Port == want.Port }) {
-				return failed("the switch does not route %s to port %s", want.Prefix, name)
+			prefix := hostPrefix(ip).String()
+			if !slices.ContainsFunc(routes, func(r control.Route) bool { return r.Prefix == prefix && r.Port == name }) {
+				return failed("the switch does not route %s to port %s", prefix, name)
 			}
 		}
 	}
