@@ -176,7 +176,7 @@ func TestPortExchange(t *testing.T) {
 			if s := pb.Stats(); s.Learned != 1 || s.Stations != 1 {
 				t.Fatalf("b learned %d stations, has %d; want macA", s.Learned, s.Stations)
 			}
-			if tbl := pb.Table(); len(tbl) != 1 || tbl[0].MAC != macA || tbl[0].Remote != a.String() {
+			if tbl := pb.Table(); len(tbl) != 1 || tbl[0].MAC != macA || tbl[0].Remote != a.String() || tbl[0].Age < 0 || tbl[0].Age > time.Minute {
 				t.Fatalf("b's table %+v", tbl)
 			}
 
@@ -728,7 +728,7 @@ func TestPortStatic(t *testing.T) {
 	if s := pb.Stats(); s.TxPackets != 1 || s.Flooded != 0 || s.TxDrops.Total() != 0 || s.Stations != 0 {
 		t.Fatalf("stats %+v", s)
 	}
-	if tbl := pb.Table(); len(tbl) != 1 || !tbl[0].Static || tbl[0].Remote != a.String() {
+	if tbl := pb.Table(); len(tbl) != 1 || !tbl[0].Static || tbl[0].Remote != a.String() || tbl[0].Age != 0 {
 		t.Fatalf("table %+v", tbl)
 	}
 }
