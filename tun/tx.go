@@ -38,7 +38,7 @@ type txQueue struct {
 // groState is a queue's GRO scratch space.
 type groState struct {
 	plan *vnet.Coalescer
-	pkts [][]byte      // the burst's data
+	pkts [][]byte      // the planned burst's data (cap vnet.GROMaxBurst)
 	hdrs []vnet.Header // and vnet headers (zero if none)
 	hdr  [vnet.GROHeaderRoom]byte
 	iov  [1 + vnet.GROMaxSegments]unix.Iovec
@@ -60,7 +60,8 @@ func (q *txQueue) init(d *Device, fd int) {
 	q.segs = make([]*buffer.Buf, vnet.MaxSegments)
 	q.ctr = newCounters()
 	if kinds := groKinds(q.offloads); d.gro && kinds != 0 {
-		q.gro = &groState{plan: vnet.NewCoalescer(q.layer, kinds, q.maxFrame)}
+		q.gro = &groState{plan: vnet.NewCoalescer(q.layer, kinds, q.maxFrame),
+			pkts: make([][]byte, 0, vnet.GROMaxBurst), hdrs: make([]vnet.Header, 0, vnet.GROMaxBurst)}
 	}
 }
 
@@ -107,24 +108,33 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		err = u.setup(q, c, false)
 	}
 	coalesce := q.gro != nil && len(bufs) > 1 && err == nil && !down
-	if coalesce {
-		q.planGRO(bufs)
-	}
-	for i := range bufs {
-		n := 1
+	// A burst is planned vnet.GROMaxBurst packets at a time, so that the
+	// plan's scratch space is fixed.
+	for part := bufs; len(part) > 0; {
+		burst := part
 		if coalesce {
-			if n = q.gro.plan.GROCount(i); n == 0 {
-				continue // sent or dropped with the packet that leads its run
+			burst = part[:q.planGRO(part)]
+		}
+		part = part[len(burst):]
+		for i := range burst {
+			n := 1
+			if coalesce {
+				if n = q.gro.plan.GROCount(i); n == 0 {
+					continue // sent or dropped with the packet that leads its run
+				}
 			}
+			if err != nil || down {
+				q.dropRun(c, burst, i, n, coalesce, drop.DevReady)
+				continue
+			}
+			var s int
+			s, err = q.sendPackets(c, burst, i, n)
+			sent += s
+			down, err = linkDown(err)
 		}
-		if err != nil || down {
-			q.dropRun(c, bufs, i, n, coalesce, drop.DevReady)
-			continue
+		if coalesce {
+			clear(q.gro.pkts) // they point into the buffers, which are gone
 		}
-		var s int
-		s, err = q.sendPackets(c, bufs, i, n)
-		sent += s
-		down, err = linkDown(err)
 	}
 	if u != nil && u.ring != nil {
 		s, ferr := u.flush(q, c)
@@ -132,9 +142,6 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 		if _, ferr = linkDown(ferr); err == nil {
 			err = ferr
 		}
-	}
-	if coalesce {
-		clear(q.gro.pkts) // they point into the buffers, which are gone
 	}
 	q.ctr.Publish()
 	if err != nil {
@@ -178,18 +185,19 @@ func linkDown(err error) (bool, error) {
 	return false, err
 }
 
-// planGRO plans the coalescing of a burst.
-func (q *txQueue) planGRO(bufs []*buffer.Buf) {
+// planGRO plans the coalescing of a burst, or of its first
+// vnet.GROMaxBurst packets, and returns the number planned.
+func (q *txQueue) planGRO(bufs []*buffer.Buf) int {
 	g := q.gro
 	g.pkts, g.hdrs = g.pkts[:0], g.hdrs[:0]
-	for _, b := range bufs {
+	for _, b := range bufs[:min(len(bufs), vnet.GROMaxBurst)] {
 		var h vnet.Header
 		if b.Flags()&FlagVnetHdr != 0 && b.Headroom() >= vnet.HeaderLen {
 			h, _ = vnet.Decode(b.Frame()[b.Headroom()-vnet.HeaderLen:])
 		}
 		g.pkts, g.hdrs = append(g.pkts, b.Bytes()), append(g.hdrs, h)
 	}
-	g.plan.Plan(g.pkts, g.hdrs)
+	return g.plan.Plan(g.pkts, g.hdrs)
 }
 
 // sendRun writes the GSO packet GRO planned for the run led by bufs[i]
@@ -243,54 +251,59 @@ func (q *txQueue) writeRun(i int) (int, result) {
 // device is gone, and the rest of the burst is dropped.
 func (q *txQueue) writeBytes(bufs [][]byte, offset int, keep bool) (int, error) {
 	coalesce := q.gro != nil && len(bufs) > 1
-	if coalesce {
-		g := q.gro
-		g.pkts, g.hdrs = g.pkts[:0], g.hdrs[:0]
-		for _, b := range bufs {
-			var h vnet.Header
-			if keep {
-				h, _ = vnet.Decode(b[offset-vnet.HeaderLen:])
-			}
-			g.pkts, g.hdrs = append(g.pkts, b[offset:]), append(g.hdrs, h)
-		}
-		g.plan.Plan(g.pkts, g.hdrs)
-	}
 	sent := 0
 	var err error
-	for i, b := range bufs {
-		n := 1
+	// Planned vnet.GROMaxBurst packets at a time, as in Transmit.
+	for part := bufs; len(part) > 0; {
+		burst := part
 		if coalesce {
-			if n = q.gro.plan.GROCount(i); n == 0 {
-				continue // written or dropped with the packet that leads its run
+			g := q.gro
+			g.pkts, g.hdrs = g.pkts[:0], g.hdrs[:0]
+			for _, b := range part[:min(len(part), vnet.GROMaxBurst)] {
+				var h vnet.Header
+				if keep {
+					h, _ = vnet.Decode(b[offset-vnet.HeaderLen:])
+				}
+				g.pkts, g.hdrs = append(g.pkts, b[offset:]), append(g.hdrs, h)
+			}
+			burst = part[:g.plan.Plan(g.pkts, g.hdrs)]
+		}
+		part = part[len(burst):]
+		for i, b := range burst {
+			n := 1
+			if coalesce {
+				if n = q.gro.plan.GROCount(i); n == 0 {
+					continue // written or dropped with the packet that leads its run
+				}
+			}
+			var res result
+			switch {
+			case err != nil:
+				res = failed(drop.DevReady)
+			case n > 1:
+				n, res = q.writeRun(i)
+			case keep:
+				h, _ := vnet.Decode(b[offset-vnet.HeaderLen:])
+				if res = q.write(b[offset-vnet.HeaderLen:], hdrInline); res.ok() && h.IsGSO() {
+					q.ctr.N[cGSOOut]++
+				}
+			default:
+				res = q.write(b[offset:], q.hdr)
+			}
+			if res.ok() {
+				sent += n
+				continue
+			}
+			for range n {
+				q.ctr.TxDrop(res.reason)
+			}
+			if res.down != 0 {
+				err = res.down
 			}
 		}
-		var res result
-		switch {
-		case err != nil:
-			res = failed(drop.DevReady)
-		case n > 1:
-			n, res = q.writeRun(i)
-		case keep:
-			h, _ := vnet.Decode(b[offset-vnet.HeaderLen:])
-			if res = q.write(b[offset-vnet.HeaderLen:], hdrInline); res.ok() && h.IsGSO() {
-				q.ctr.N[cGSOOut]++
-			}
-		default:
-			res = q.write(b[offset:], q.hdr)
+		if coalesce {
+			clear(q.gro.pkts) // they point into the caller's memory
 		}
-		if res.ok() {
-			sent += n
-			continue
-		}
-		for range n {
-			q.ctr.TxDrop(res.reason)
-		}
-		if res.down != 0 {
-			err = res.down
-		}
-	}
-	if coalesce {
-		clear(q.gro.pkts) // they point into the caller's memory
 	}
 	q.ctr.Publish()
 	if err != nil {

@@ -24,6 +24,14 @@ const (
 	// so the iovecs of its write; it is half the kernel's
 	// UDP_MAX_SEGMENTS.
 	GROMaxSegments = 64
+	// GROMaxBurst bounds the packets one Plan takes, so that a
+	// Coalescer's scratch space is allocated once, by NewCoalescer, and
+	// planning never allocates (about 12 KiB per queue with its caller's
+	// slices). Twice the engine's default batch (the NAPI budget) and two
+	// runs of GROMaxSegments: a round's burst for one port is planned
+	// whole. A longer burst is planned in parts, which loses only the
+	// merges across a cut.
+	GROMaxBurst = 128
 	// GROHeaderRoom is the room GROHeaders needs: a vnet header, an
 	// Ethernet header with one 802.1Q tag, an IPv6 header (longer than
 	// the option-less IPv4 headers merged) and a TCP header with the
@@ -61,8 +69,8 @@ const (
 // run ends at any packet of its flow that cannot join it and leaves at
 // the position of its first packet.
 //
-// A Coalescer is for one goroutine. Plan grows its scratch space to the
-// largest burst it has seen and otherwise does not allocate.
+// A Coalescer is for one goroutine. Its scratch space is sized for
+// GROMaxBurst packets when it is made: Plan never allocates.
 type Coalescer struct {
 	layer  packet.Layer
 	kinds  GROKinds
@@ -107,17 +115,17 @@ func (s *groSeg) payload() int32 { return s.end - s.hdrLen }
 // layer, that takes the GSO packets of kinds, and whose frames (from the
 // Ethernet header for packet.L2) are at most maxFrame bytes long.
 func NewCoalescer(layer packet.Layer, kinds GROKinds, maxFrame int) *Coalescer {
-	return &Coalescer{layer: layer, kinds: kinds, maxLen: maxFrame}
+	return &Coalescer{layer: layer, kinds: kinds, maxLen: maxFrame, segs: make([]groSeg, 0, GROMaxBurst)}
 }
 
 // Plan plans the burst pkts, in which hdrs[i] is the vnet header that
-// came with pkts[i] (the zero Header if none). After Plan, GROCount says
-// for each packet whether it leaves alone, leads a GSO packet, or is part
-// of one led by an earlier packet. len(hdrs) must be len(pkts).
-func (g *Coalescer) Plan(pkts [][]byte, hdrs []Header) {
-	if cap(g.segs) < len(pkts) {
-		g.segs = make([]groSeg, len(pkts))
-	}
+// came with pkts[i] (the zero Header if none), or its first GROMaxBurst
+// packets if it is longer: it returns the number planned, n. After Plan,
+// GROCount says for each of pkts[:n] whether it leaves alone, leads a GSO
+// packet, or is part of one led by an earlier packet; the caller plans
+// pkts[n:] after it is done with those. len(hdrs) must be len(pkts).
+func (g *Coalescer) Plan(pkts [][]byte, hdrs []Header) int {
+	pkts = pkts[:min(len(pkts), GROMaxBurst)]
 	g.segs = g.segs[:len(pkts)]
 	g.nopen = 0
 	for i := range pkts {
@@ -142,6 +150,7 @@ func (g *Coalescer) Plan(pkts [][]byte, hdrs []Header) {
 			g.start(int32(i))
 		}
 	}
+	return len(pkts)
 }
 
 // GROCount reports what Plan decided for packet i: 1 if it leaves alone,

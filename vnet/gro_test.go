@@ -352,3 +352,45 @@ func TestCoalescePlanAllocs(t *testing.T) {
 		t.Errorf("Plan and GROHeaders allocate %.1f times per burst", allocs)
 	}
 }
+
+// A new Coalescer plans bursts of every length without allocating: its
+// scratch space is made with it, not grown by the first long bursts. It
+// used to grow in the switch's worker while the lab's overlay TCP ran.
+func TestCoalescePlanAllocsNew(t *testing.T) {
+	_, _, segs := segmentsOf(t, spec{payload: pattern(100 * 100), mss: 100})
+	hdrs := make([]Header, len(segs))
+	g := NewCoalescer(packet.L3, allGRO, 65535)
+	n := 1
+	allocs := testing.AllocsPerRun(len(segs)-2, func() {
+		n++
+		g.Plan(segs[:n], hdrs[:n])
+	})
+	if allocs != 0 {
+		t.Errorf("Plan of ever longer bursts allocates %.2f times per burst", allocs)
+	}
+}
+
+// A burst longer than GROMaxBurst is planned in parts: Plan takes its
+// first GROMaxBurst packets, and the rest plan as a burst of their own.
+func TestCoalescePlanLongBurst(t *testing.T) {
+	_, _, a := segmentsOf(t, spec{payload: pattern(100 * 100), mss: 100})
+	_, _, b := segmentsOf(t, spec{payload: pattern(100 * 100), mss: 100, v6: true})
+	pkts := append(a, b...)
+	hdrs := make([]Header, len(pkts))
+	g := NewCoalescer(packet.L3, allGRO, 65535)
+	if n := g.Plan(pkts, hdrs); n != GROMaxBurst {
+		t.Fatalf("Plan of %d packets planned %d, want %d", len(pkts), n, GROMaxBurst)
+	}
+	// 100 IPv4 segments (runs of 64 and 36), then the first 28 IPv6 ones.
+	if got := counts(g, GROMaxBurst); got[0] != GROMaxSegments || got[GROMaxSegments] != 100-GROMaxSegments || got[100] != GROMaxBurst-100 {
+		t.Errorf("first part: runs of %d, %d and %d", got[0], got[GROMaxSegments], got[100])
+	}
+	rest := pkts[GROMaxBurst:]
+	if n := g.Plan(rest, hdrs[:len(rest)]); n != len(rest) {
+		t.Fatalf("Plan of the %d left planned %d", len(rest), n)
+	}
+	// The other 72 IPv6 segments: runs of 64 and 8.
+	if a, b := g.GROCount(0), g.GROCount(GROMaxSegments); a != GROMaxSegments || b != len(rest)-GROMaxSegments {
+		t.Errorf("second part: runs of %d and %d", a, b)
+	}
+}
