@@ -93,7 +93,7 @@ Flannel's VXLAN backend configures it. UDP datagrams fill the guests'
 MTU. Besides the rates and their ratios to kernel-kernel lab reports the
 switches' CPU time, their vxlan ports' system calls per datagram (from
 the control API's statistics) and their heap allocations per datagram
-(from their /metrics).
+(also from the control API, the lab's own request subtracted).
 
 With --vhost lab measures vhost-user ports, for VMs, instead: DPDK's
 dpdk-testpmd (Debian package dpdk-dev) with two virtio-user ports sends

@@ -121,13 +121,3 @@ func TestOverlayPayload(t *testing.T) {
 		}
 	}
 }
-
-func TestParseMetric(t *testing.T) {
-	body := []byte("# HELP go_memstats_mallocs_total Total number of heap objects allocated.\n# TYPE go_memstats_mallocs_total counter\ngo_memstats_mallocs_total 1.234567e+06\ngo_memstats_frees_total 5\n")
-	if n, err := parseMetric(body, "go_memstats_mallocs_total"); err != nil || n != 1234567 {
-		t.Errorf("parseMetric = %d, %v; want 1234567", n, err)
-	}
-	if _, err := parseMetric(body, "go_goroutines"); err == nil {
-		t.Error("a missing metric: no error")
-	}
-}

@@ -156,8 +156,8 @@ switch CPU: the switch processes' CPU time (both hosts' when both run softnet) o
   middle of the transfer, per Gbit received and per datagram that reached the guest.
 calls/dgram: the vxlan ports' system calls (recvmmsg, sendmmsg) per datagram they
   received or sent, both hosts, over the same window. allocs/dgram: the switch processes'
-  heap allocations (go_memstats_mallocs_total from their /metrics, a scrape's own
-  allocations subtracted) per such datagram.
+  heap allocations (heap_allocs from their control API's /v1/stats, exact; the lab's
+  one request inside the window subtracted) per such datagram.
 `, OverlaySoftnet, OverlayMixed, OverlayKernel)
 	var bad []string
 	n := 0

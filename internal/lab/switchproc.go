@@ -10,12 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"softnet.dev/internal/netns"
 	"softnet.dev/vxlan"
 )
 
@@ -137,54 +134,41 @@ func (s *switchProc) vxlanStats() (vxlan.Stats, error) {
 	return vxlan.Stats{}, fmt.Errorf("%s: no vxlan port in /v1/stats", s.socket)
 }
 
-// mallocs returns the switch's heap allocations so far, as its metrics
-// say (go_memstats_mallocs_total). With twice, it reads them twice in a
-// row and returns the second reading and how much the first allocated:
-// a scrape's own cost, to be subtracted from a window it opens.
+// mallocs returns the switch's heap allocations so far, as its control
+// API counts them (heap_allocs in /v1/stats: exact, and counted before
+// the request's own work). With twice, it reads them twice in a row and
+// returns the second reading and how much the first allocated: a
+// request's own cost, to be subtracted from a window it opens. The
+// metrics' go_memstats_mallocs_total would not do: it counts an
+// allocation only when its span leaves the P's cache, so a window saw
+// allocations made before it, the switch's start and earlier requests
+// among them.
 func (s *switchProc) mallocs(twice bool) (n, cost uint64, err error) {
-	if n, err = s.scrapeMallocs(); err != nil || !twice {
+	if n, err = s.heapAllocs(); err != nil || !twice {
 		return n, 0, err
 	}
-	m, err := s.scrapeMallocs()
+	m, err := s.heapAllocs()
 	if err != nil {
 		return 0, 0, err
 	}
 	return m, m - n, nil
 }
 
-func (s *switchProc) scrapeMallocs() (uint64, error) {
-	// The metrics listen on the host namespace's loopback: the socket
-	// is made there, then used from any thread.
-	dial := func() (c net.Conn, err error) {
-		err = netns.Do(s.ns, func() error {
-			c, err = net.DialTimeout("tcp", switchMetrics, apiTimeout)
-			return err
-		})
-		return c, err
-	}
-	body, err := httpGet(dial, "/metrics")
+func (s *switchProc) heapAllocs() (uint64, error) {
+	body, err := httpGet(func() (net.Conn, error) { return net.DialTimeout("unix", s.socket, apiTimeout) }, "/v1/stats")
 	if err != nil {
 		return 0, err
 	}
-	return parseMetric(body, "go_memstats_mallocs_total")
-}
-
-// parseMetric returns the value of an unlabelled metric in Prometheus's
-// text format.
-func parseMetric(body []byte, name string) (uint64, error) {
-	sc := bufio.NewScanner(strings.NewReader(string(body)))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == name {
-			v, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("metric %s: %w", name, err)
-			}
-			return uint64(v), nil
-		}
+	var st struct {
+		HeapAllocs uint64 `json:"heap_allocs"`
 	}
-	return 0, fmt.Errorf("no metric %s", name)
+	if err := json.Unmarshal(body, &st); err != nil {
+		return 0, fmt.Errorf("%s: /v1/stats: %w", s.socket, err)
+	}
+	if st.HeapAllocs == 0 {
+		return 0, fmt.Errorf("%s: /v1/stats has no heap_allocs", s.socket)
+	}
+	return st.HeapAllocs, nil
 }
 
 // httpGet makes one HTTP/1.0 GET on a connection of its own, which it

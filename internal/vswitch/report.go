@@ -31,6 +31,10 @@ type Report struct {
 	// (TAP ports): what they learned and refused to learn.
 	Learning *program.LearnStats  `json:"learning,omitempty"`
 	Bridge   *program.BridgeStats `json:"bridge,omitempty"`
+	// HeapAllocs is the process's heap allocations so far, exact
+	// (runtime.MemStats.Mallocs), counted before the rest of the report
+	// was read; only the control API's GET /v1/stats sets it.
+	HeapAllocs uint64 `json:"heap_allocs,omitempty"`
 }
 
 // DeviceStats are one port's counters as its kind keeps them: those
