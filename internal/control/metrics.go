@@ -155,10 +155,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// MetricsHandler serves sw's metrics, with the Go runtime's and the
-// build's, in the Prometheus exposition format.
+// MetricsHandler serves sw's metrics, with the process's (CPU time,
+// resident memory, open file descriptors, from /proc), the Go runtime's
+// and the build's, in the Prometheus exposition format.
 func MetricsHandler(sw *vswitch.Switch) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{sw}, collectors.NewGoCollector(), collectors.NewBuildInfoCollector())
+	reg.MustRegister(collector{sw}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector(), collectors.NewBuildInfoCollector())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
