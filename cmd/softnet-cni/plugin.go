@@ -48,6 +48,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err := checkIfName(args.IfName); err != nil {
 		return err
 	}
+	pod, err := podOf(args.Args)
+	if err != nil {
+		return err
+	}
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
 		return err
@@ -74,7 +78,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	name := portName(conf.Name, args.ContainerID, args.IfName)
 	// Whatever fails from here leaves nothing behind: the port (with its
 	// device, addresses and routes) and the lease go.
-	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName); err != nil {
+	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName, pod); err != nil {
 		return err
 	}
 	defer func() {

@@ -29,8 +29,8 @@ func newSwitch(conf *netConf) *switchAPI {
 }
 
 // addPort adds the attachment's port: a device named ifname in the
-// namespace at netnsPath.
-func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname string) error {
+// namespace at netnsPath, of pod (if a runtime named one).
+func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname string, pod vswitch.Pod) error {
 	port, err := vswitch.ParsePort(mode + ":" + name)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetworkConfig, "invalid port: "+err.Error(), "")
@@ -38,7 +38,11 @@ func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname s
 	port.NetNS, port.Dev = netnsPath, ifname
 	spec := port.String()
 	var p control.Port
-	if err := s.client.Post(ctx, "/v1/ports", control.PortRequest{Spec: spec}, &p); err != nil {
+	req := control.PortRequest{Spec: spec}
+	if !pod.IsZero() {
+		req.Pod = &pod
+	}
+	if err := s.client.Post(ctx, "/v1/ports", req, &p); err != nil {
 		return s.fail("add port "+spec, err)
 	}
 	return nil

@@ -205,13 +205,17 @@ between the other ports goes on. Nothing is printed on success.`,
 
 func writePorts(w io.Writer, ports []control.Port) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "name\tstate\tspec\tdevice")
+	fmt.Fprintln(tw, "name\tstate\tspec\tdevice\tpod")
 	for _, p := range ports {
 		state := "up"
 		if p.Down {
 			state = "down: " + p.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, p.Spec, p.Info)
+		pod := "-"
+		if p.Pod != nil {
+			pod = p.Pod.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, state, p.Spec, p.Info, pod)
 	}
 	return tw.Flush()
 }

@@ -22,6 +22,8 @@ type Port struct {
 	MACs       string `json:"macs,omitempty"`
 	DHCPServer bool   `json:"dhcp_server"`
 	Router     bool   `json:"router"`
+	// Pod is the pod whose network the port is, if it was added for one.
+	Pod *vswitch.Pod `json:"pod,omitempty"`
 }
 
 // Route is one route in GET /v1/routes.
@@ -68,6 +70,10 @@ func portOf(pv vswitch.PortView, st engine.Stats) Port {
 	p := Port{Name: info.Name, Spec: pv.Spec.String(), Info: info.String(), Created: created,
 		Allow: pv.Policy.Allow.String(), MACs: vswitch.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}
+	if !pv.Spec.Pod.IsZero() {
+		pod := pv.Spec.Pod
+		p.Pod = &pod
+	}
 	for _, ps := range st.Ports {
 		if ps.Index == pv.Index {
 			p.Down, p.Error = ps.Down, ps.Err

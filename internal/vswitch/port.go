@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ type PortSpec struct {
 	// Options are the kind's own, as ParsePort sets them from the kind's
 	// defaults; a spec without is not valid.
 	Options portkind.Options
+	// Pod is the pod whose network the port is (the CNI plugin's), or
+	// none.
+	Pod Pod
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -234,6 +238,16 @@ func (p PortSpec) String() string {
 	return b.String()
 }
 
+// Device is the name of the port's device in its namespace (dev=, else
+// the port's name) for a kind whose port is a guest's own device, or ""
+// for the others (a socket, an overlay).
+func (p PortSpec) Device() string {
+	if k := kindOf(p.Kind); k == nil || !k.GuestDevice {
+		return ""
+	}
+	return cmp.Or(p.Dev, p.Name)
+}
+
 // Routed reports whether the port carries IP packets and is routed by
 // the L3 forwarder, rather than Ethernet frames that are bridged: its
 // kind says (portkind.Options.Layer).
@@ -245,6 +259,7 @@ type portJSON struct {
 	Kind    string                     `json:"kind"`
 	Name    string                     `json:"name"`
 	Options map[string]json.RawMessage `json:"options,omitempty"`
+	Pod     *Pod                       `json:"pod,omitempty"`
 }
 
 // MarshalJSON writes the port as its text form's kind, name and options.
@@ -277,6 +292,10 @@ func (p PortSpec) MarshalJSON() ([]byte, error) {
 			}
 		}
 		b.WriteByte('}')
+	}
+	if !p.Pod.IsZero() {
+		b.WriteString(`,"pod":`)
+		writeJSON(&b, p.Pod)
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
@@ -317,6 +336,12 @@ func (p *PortSpec) UnmarshalJSON(b []byte) error {
 	spec, err := newPort(j.Kind, j.Name, opts, nil)
 	if err != nil {
 		return fmt.Errorf("port %s:%s: %w", j.Kind, j.Name, err)
+	}
+	if j.Pod != nil {
+		if err := j.Pod.Validate(); err != nil {
+			return fmt.Errorf("port %s:%s: %w", j.Kind, j.Name, err)
+		}
+		spec.Pod = *j.Pod
 	}
 	*p = spec
 	return nil
