@@ -1,13 +1,13 @@
 package vswitch
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"softnet.dev/internal/docblock"
 )
 
 // qemuPage is the user's page whose command lines TestVhostUserQEMU
@@ -24,46 +24,28 @@ type pageCommands struct {
 	queues  int      // the netdev's queues=, 1 without
 }
 
-// readPageBlock returns the lines of the block named name, each
-// command's continuation lines (ending in \) joined.
+// readPageBlock returns the lines of the page's block named name (after
+// <!-- qemu-test: NAME -->), each command's continuation lines (ending
+// in \) joined.
 func readPageBlock(path, name string) ([]string, error) {
-	f, err := os.Open(path)
+	raw, err := docblock.Read(path, "qemu-test: "+name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	marker := "<!-- qemu-test: " + name + " -->"
 	var lines []string
-	state := 0 // 0: before the marker, 1: before the fence, 2: in the block
-	var cur string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		l := sc.Text()
-		switch {
-		case state == 0 && strings.TrimSpace(l) == marker:
-			state = 1
-		case state == 1 && strings.HasPrefix(l, "```"):
-			state = 2
-		case state == 1 && strings.TrimSpace(l) != "":
-			return nil, fmt.Errorf("%s: %s is not followed by a fenced block", path, marker)
-		case state == 2 && strings.HasPrefix(l, "```"):
-			if cur != "" {
-				return nil, fmt.Errorf("%s: block %s ends in a continued line", path, name)
-			}
-			return lines, nil
-		case state == 2:
-			if s, ok := strings.CutSuffix(l, `\`); ok {
-				cur += s + " "
-				continue
-			}
-			lines = append(lines, cur+l)
-			cur = ""
+	cur := ""
+	for _, l := range raw {
+		if s, ok := strings.CutSuffix(l, `\`); ok {
+			cur += s + " "
+			continue
 		}
+		lines = append(lines, cur+l)
+		cur = ""
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	if cur != "" {
+		return nil, fmt.Errorf("%s: block %s ends in a continued line", path, name)
 	}
-	return nil, fmt.Errorf("%s: no block %s (%s and a fenced block)", path, name, marker)
+	return lines, nil
 }
 
 // parsePage reads the block named name: a `softnet switch` line with a
