@@ -30,6 +30,8 @@ type PortSpec struct {
 	// Pod is the pod whose network the port is (the CNI plugin's), or
 	// none.
 	Pod Pod
+	// Origin says who made the port; not part of its spec's text.
+	Origin Origin
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -43,6 +45,8 @@ var commonOptions = []struct {
 	{portkind.NetNS, "netns"}, {portkind.Dev, "dev"}, {portkind.Queues, "queues"}, {portkind.Offload, "offload"},
 	{portkind.GRO, "gro"}, {portkind.IO, "io"}, {portkind.Allow, "allow"}, {portkind.MAC, "mac"},
 	{portkind.DHCPServer, "dhcp-server"}, {portkind.Router, "router"},
+	{portkind.IngressRate, "ingress-rate"}, {portkind.IngressBurst, "ingress-burst"},
+	{portkind.EgressRate, "egress-rate"}, {portkind.EgressBurst, "egress-burst"},
 }
 
 // commonOption returns the option every port has named name.
@@ -81,6 +85,9 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 	if k == nil {
 		return PortSpec{}, fmt.Errorf("unknown kind %q (%s)", kind, kindList(func(k *portkind.Kind) string { return k.Name }))
 	}
+	if name == "" {
+		return PortSpec{}, fmt.Errorf("no port name: want %s", k.Synopsis)
+	}
 	p := PortSpec{Kind: kind, Name: name, Options: k.New()}
 	p.Offload, p.GRO = true, k.Takes&portkind.GRO != 0
 	given := map[string]bool{}
@@ -107,6 +114,9 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 			return PortSpec{}, errors.New("gro=on needs offload=on: without a vnet header the device cannot take GSO packets")
 		}
 		p.GRO = false
+	}
+	if err := p.checkLimits(); err != nil {
+		return PortSpec{}, err
 	}
 	if err := p.Options.Check(p.Name, p.Common, p.Queues); err != nil {
 		return PortSpec{}, err
@@ -166,6 +176,8 @@ func (p *PortSpec) setCommon(opt portkind.Option, key, v string) error {
 			return err
 		}
 		p.MACs = m
+	case portkind.IngressRate, portkind.IngressBurst, portkind.EgressRate, portkind.EgressBurst:
+		return p.setLimit(key, v)
 	default:
 		on := v == "on"
 		if !on && v != "off" {
@@ -226,7 +238,7 @@ func (p PortSpec) fields() []portkind.Field {
 	if p.Router {
 		add("router", "on")
 	}
-	return out
+	return append(out, p.limitFields()...)
 }
 
 func (p PortSpec) String() string {

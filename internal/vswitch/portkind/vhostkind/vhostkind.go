@@ -24,7 +24,7 @@ var Kind = portkind.Kind{
 	Synopsis: "vhost-user:NAME,socket=PATH",
 	Keys:     []string{"socket", "mode", "socket-owner", "socket-group", "socket-mode"},
 	Needs:    []portkind.Need{{Key: "socket", Missing: "a vhost-user port needs socket=PATH"}},
-	Takes:    portkind.Queues | portkind.Offload | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	Takes:    portkind.Queues | portkind.Offload | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap devices, not to vhost-user ports",
 	Help: `  vhost-user:NAME,socket=PATH[,mode=server|client]
             a VM's virtio-net device, bridged like a tap port, whose
@@ -135,7 +135,7 @@ func (o *Options) Check(name string, c portkind.Common, q int) error {
 }
 
 // Claim: one port listens on a socket, or connects to it.
-func (o *Options) Claim() string { return "listens on socket " + o.Socket }
+func (o *Options) Claim(string, portkind.Common) string { return "listens on socket " + o.Socket }
 
 // Layer is L2: a virtio-net device carries Ethernet frames.
 func (o *Options) Layer() packet.Layer { return packet.L2 }
