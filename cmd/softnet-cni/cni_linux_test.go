@@ -775,6 +775,8 @@ func TestBadInput(t *testing.T) {
 		{"no name", env("ADD", nil), without("name"), types.ErrInvalidNetworkConfig, "name"},
 		{"bad mode", env("ADD", nil), with("mode", "vxlan"), types.ErrInvalidNetworkConfig, `"mode"`},
 		{"bad mtu", env("ADD", nil), with("mtu", 20), types.ErrInvalidNetworkConfig, `"mtu"`},
+		{"mtu a string", env("ADD", nil), with("mtu", "1500"), types.ErrInvalidNetworkConfig, `"mtu": a JSON string where a number is wanted`},
+		{"mode a number", env("ADD", nil), with("mode", 3), types.ErrInvalidNetworkConfig, `"mode": a JSON number where a string is wanted`},
 		{"relative socket", env("ADD", nil), with("socket", "softnet.sock"), types.ErrInvalidNetworkConfig, `"socket"`},
 		{"no ipam", env("ADD", nil), without("ipam"), types.ErrInvalidNetworkConfig, `"ipam"`},
 		{"ipam missing", env("ADD", nil), with("ipam", map[string]any{"type": "softnet-no-such-ipam"}), types.ErrInvalidNetworkConfig, "not in CNI_PATH"},
@@ -856,8 +858,11 @@ func TestBadInput(t *testing.T) {
 	out, e = n.plugin(map[string]string{"CNI_COMMAND": "VERSION"}, []byte(`{"cniVersion": "1.1.0"}`))
 	var ver struct {
 		Supported []string `json:"supportedVersions"`
+		Softnet   struct {
+			Version string `json:"version"`
+		} `json:"softnet"`
 	}
-	if e != nil || json.Unmarshal([]byte(out), &ver) != nil || !slices.Equal(ver.Supported, []string{"0.4.0", "1.0.0", "1.1.0"}) {
+	if e != nil || json.Unmarshal([]byte(out), &ver) != nil || !slices.Equal(ver.Supported, []string{"0.4.0", "1.0.0", "1.1.0"}) || ver.Softnet.Version == "" {
 		t.Errorf("VERSION: %s", out)
 	}
 	n.wantEmpty()

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"softnet.dev/engine"
+	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/vswitch"
 )
 
@@ -15,6 +16,9 @@ type Port struct {
 	Down    bool   `json:"down"`
 	Error   string `json:"error,omitempty"`
 	Created bool   `json:"created"` // created by the switch, removed when it stops
+	// Origin is who made the port: "config" (the configuration file or
+	// the command line, which a reload changes) or "api".
+	Origin string `json:"origin"`
 	// Port security in force, defaults included: the source addresses
 	// the guest may send from (allow= syntax), its MAC lock, whether it
 	// may answer DHCP and whether it may send router advertisements.
@@ -29,11 +33,14 @@ type Route struct {
 	Prefix string `json:"prefix"`
 	Port   string `json:"port"`
 	Via    string `json:"via,omitempty"` // a routed vxlan port's remote
+	// Origin is who made the route, as Port's; POST /v1/routes ignores
+	// it: a route made through the API is the API's.
+	Origin string `json:"origin,omitempty"`
 }
 
 // routeOf is rt as the API shows it.
 func routeOf(rt vswitch.RouteSpec) Route {
-	r := Route{Prefix: rt.Prefix.String(), Port: rt.Port}
+	r := Route{Prefix: rt.Prefix.String(), Port: rt.Port, Origin: rt.Origin.String()}
 	if rt.Via.IsValid() {
 		r.Via = rt.Via.String()
 	}
@@ -65,7 +72,7 @@ func portOf(pv vswitch.PortView, st engine.Stats) Port {
 	// A kernel device that the switch created, and removes at exit.
 	c, ok := pv.Port.(interface{ Created() bool })
 	created := ok && c.Created()
-	p := Port{Name: info.Name, Spec: pv.Spec.String(), Info: info.String(), Created: created,
+	p := Port{Name: info.Name, Spec: pv.Spec.String(), Info: info.String(), Created: created, Origin: pv.Spec.Origin.String(),
 		Allow: pv.Policy.Allow.String(), MACs: vswitch.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}
 	for _, ps := range st.Ports {
@@ -90,6 +97,11 @@ func (s *Server) services(w http.ResponseWriter, _ *http.Request) {
 		out = []vswitch.ServiceStats{}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// version is GET /v1/version: which softnet the switch is.
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, buildinfo.Get())
 }
 
 func (s *Server) config(w http.ResponseWriter, _ *http.Request) {

@@ -94,6 +94,7 @@ func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 		{"DELETE", "/v1/routes/{prefix...}", s.removeRoute},
 		{"GET", "/v1/services", s.services},
 		{"GET", "/v1/config", s.config},
+		{"GET", "/v1/version", s.version},
 		{"GET", "/v1/drops", s.drops},
 		{"GET", "/v1/capture", s.capture},
 	}

@@ -79,6 +79,7 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	spec.Origin = vswitch.FromAPI // a reload never touches it
 	if err := s.sw.AddPort(spec, caller(r)); err != nil {
 		writeRefusal(w, err)
 		return
@@ -157,6 +158,7 @@ func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	rt.Origin = vswitch.FromAPI
 	if err := s.sw.AddRoute(rt, caller(r)); err != nil {
 		writeRefusal(w, err)
 		return

@@ -60,7 +60,52 @@ func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	if err != nil {
 		return err
 	}
-	return sw.addPort(next, lp, spec.policy(next.Routes), by)
+	if err := sw.persist(next); err != nil {
+		return errors.Join(err, lp.port.CloseInto(nil))
+	}
+	if err := sw.addPort(next, lp, spec.policy(next.Routes), by); err != nil {
+		sw.unpersist()
+		return err
+	}
+	return nil
+}
+
+// ErrState is a change refused because the state file could not record
+// it (SetSave): the switch is as it was.
+var ErrState = errors.New("state not saved")
+
+// SetSave makes the switch call save with the configuration it is about
+// to run before each change it makes (AddPort, RemovePort, AddRoute,
+// RemoveRoute) and after each Apply that changed something: a change
+// that save refuses is not made, so that what a caller is told was done
+// is saved. If the change fails once saved, save is called again with
+// the configuration the switch is left with. save runs under the lock
+// that serializes changes.
+func (sw *Switch) SetSave(save func(Config) error) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.save = save
+}
+
+// persist saves next, the configuration a change is about to make.
+func (sw *Switch) persist(next Config) error {
+	if sw.save == nil {
+		return nil
+	}
+	if err := sw.save(next); err != nil {
+		return fmt.Errorf("%w, so not made: %w", ErrState, err)
+	}
+	return nil
+}
+
+// unpersist saves the configuration the switch runs, after a change
+// saved by persist failed: the state file must not keep a change that
+// was refused (a crash before this leaves it there, as if the change
+// had been the last made before the crash).
+func (sw *Switch) unpersist() {
+	if err := sw.persist(sw.cfg); err != nil {
+		sw.log.Error("a change failed once saved, and the state before it could not be saved again: a restart makes it", "err", err)
+	}
 }
 
 // withPort returns the configuration with spec added, if valid.
@@ -185,12 +230,31 @@ func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (
 // changes, removals among them, go on meanwhile.
 func (sw *Switch) RemovePort(name string, by slog.Attr) error {
 	sw.mu.Lock()
-	closeDevice, err := sw.removePort(name, by)
+	var closeDevice func() error
+	err := sw.persistWithout(name)
+	if err == nil {
+		if closeDevice, err = sw.removePort(name, by); err != nil {
+			sw.unpersist()
+		}
+	}
 	sw.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	return closeDevice()
+}
+
+// persistWithout saves the configuration without the named port and
+// its routes, before removing it.
+func (sw *Switch) persistWithout(name string) error {
+	i := sw.cfg.portIndex(name)
+	if i < 0 {
+		return fmt.Errorf("port %s: %w", name, ErrNotFound)
+	}
+	next := sw.cfg.clone()
+	next.Ports = slices.Delete(next.Ports, i, i+1)
+	next.Routes = slices.DeleteFunc(next.Routes, func(rt RouteSpec) bool { return rt.Port == name })
+	return sw.persist(next)
 }
 
 // removePort takes the named port out of the switch and returns the
@@ -297,7 +361,14 @@ func (sw *Switch) addRoute(rt RouteSpec, by slog.Attr) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
-	return sw.route(lp, rt, next, lp.spec.policy(next.Routes), by)
+	if err := sw.persist(next); err != nil {
+		return err
+	}
+	if err := sw.route(lp, rt, next, lp.spec.policy(next.Routes), by); err != nil {
+		sw.unpersist()
+		return err
+	}
+	return nil
 }
 
 // route routes rt to lp, whose policy becomes pol, making next, which
@@ -326,7 +397,20 @@ func (sw *Switch) route(lp *livePort, rt RouteSpec, next Config, pol program.Por
 func (sw *Switch) RemoveRoute(prefix netip.Prefix, by slog.Attr) error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	return sw.removeRoute(prefix, by)
+	i := sw.routeIndex(prefix)
+	if i < 0 {
+		return fmt.Errorf("route %s: %w", prefix, ErrNotFound)
+	}
+	next := sw.cfg.clone()
+	next.Routes = slices.Delete(next.Routes, i, i+1)
+	if err := sw.persist(next); err != nil {
+		return err
+	}
+	if err := sw.removeRoute(prefix, by); err != nil {
+		sw.unpersist()
+		return err
+	}
+	return nil
 }
 
 func (sw *Switch) removeRoute(prefix netip.Prefix, by slog.Attr) error {

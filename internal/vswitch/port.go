@@ -26,6 +26,8 @@ type PortSpec struct {
 	// Options are the kind's own, as ParsePort sets them from the kind's
 	// defaults; a spec without is not valid.
 	Options portkind.Options
+	// Origin says who made the port; not part of its spec's text.
+	Origin Origin
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -78,6 +80,9 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 	k := kindOf(kind)
 	if k == nil {
 		return PortSpec{}, fmt.Errorf("unknown kind %q (%s)", kind, kindList(func(k *portkind.Kind) string { return k.Name }))
+	}
+	if name == "" {
+		return PortSpec{}, fmt.Errorf("no port name: want %s", k.Synopsis)
 	}
 	p := PortSpec{Kind: kind, Name: name, Options: k.New()}
 	p.Offload, p.GRO = true, k.Takes&portkind.GRO != 0
