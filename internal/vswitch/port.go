@@ -2,7 +2,6 @@ package vswitch
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -250,14 +249,28 @@ func (p PortSpec) String() string {
 	return b.String()
 }
 
-// Device is the name of the port's device in its namespace (dev=, else
-// the port's name) for a kind whose port is a guest's own device, or ""
-// for the others (a socket, an overlay).
+// Device is the name of the port's device in its namespace (dev=, or
+// the port's name) for a kind whose port is an interface: a guest's own
+// (portkind.Kind.GuestDevice) or one that is there (a kind that takes
+// dev=, afxdp); "" for one that has none (a socket, an overlay).
 func (p PortSpec) Device() string {
-	if k := kindOf(p.Kind); k == nil || !k.GuestDevice {
+	if k := kindOf(p.Kind); k == nil || (!k.GuestDevice && k.Takes&portkind.Dev == 0) {
 		return ""
 	}
-	return cmp.Or(p.Dev, p.Name)
+	if p.Dev != "" {
+		return p.Dev
+	}
+	return p.Name
+}
+
+// KindOptions are the options of the port's kind, as its spec writes
+// them (portkind.Options.Fields): those every port has are not among
+// them.
+func (p PortSpec) KindOptions() []portkind.Field {
+	if p.Options == nil {
+		return nil
+	}
+	return p.Options.Fields()
 }
 
 // Routed reports whether the port carries IP packets and is routed by
