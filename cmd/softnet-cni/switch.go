@@ -29,14 +29,15 @@ func newSwitch(conf *netConf) *switchAPI {
 }
 
 // addPort adds the attachment's port: a device named ifname in the
-// namespace at netnsPath; in veth mode, the afxdp port on the host end
-// of the pod's veth, named as the port.
-func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname string) error {
+// namespace at netnsPath, with the port options opts (",KEY=VALUE...");
+// in veth mode, the afxdp port on the host end of the pod's veth, named
+// as the port.
+func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname, opts string) error {
 	kind := mode
 	if mode == vethMode {
 		kind = vethKind
 	}
-	port, err := vswitch.ParsePort(kind + ":" + name)
+	port, err := vswitch.ParsePort(kind + ":" + name + opts)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetworkConfig, "invalid port: "+err.Error(), "")
 	}
