@@ -233,6 +233,7 @@ and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
 	f.BoolVar(&opts.UnderlayIPv6, "underlay-ipv6", false, "--overlay: an IPv6 underlay (2001:db8:100::/64) instead of IPv4")
 	f.BoolVar(&opts.Vhost, "vhost", false, "measure vhost-user ports with DPDK's testpmd against DPDK's own back-end and Open vSwitch with DPDK instead of the variants")
 	f.StringSliceVar(&opts.VhostBackends, "vhost-backends", nil, "--vhost: the back-ends to measure, of softnet, dpdk-vhost and ovs-dpdk (default all)")
+	f.BoolVar(&opts.VhostUnpinned, "vhost-unpinned", false, "--vhost: leave softnet's worker to the scheduler (softnet switch without --cpus) instead of pinning it to CPU 0")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }
