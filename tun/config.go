@@ -49,6 +49,12 @@ type Config struct {
 	// header, instead of splitting them into segments and writing
 	// headerless packets. It needs Offload.
 	KeepGSO bool
+	// Adopt takes over a device that a program before kept
+	// (Device.Keep, or Device.Persist and died) as if Open had created
+	// it: Open fails with ErrNoDevice rather than create it, leaves its
+	// addresses and routes as they are, and the device stays persistent
+	// (Device.Persist) until Close removes it, unless kept again.
+	Adopt bool
 	// Log receives what happens to the device's link while it is open:
 	// down and up, MTU changes (and the frames the port then accepts),
 	// deletion. Nil discards it.
@@ -76,7 +82,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case cfg.Name == "":
-		return fail("no device name")
+		return cfg, errors.New("tun: no device name")
 	case len(cfg.Name) > MaxNameLen:
 		return fail("name longer than %d bytes", MaxNameLen)
 	case !netns.ValidDevName(cfg.Name):

@@ -38,14 +38,17 @@ type Device struct {
 	io      IO    // IOSyscall or IOUring
 	ioWhy   error // why IOAuto chose IOSyscall
 	created bool
-	nl      *netlink.Handle // Open's, bound to the device's namespace; nil for FromFiles and once closed
-	fds     []int
-	files   []*os.File // FromFiles': closed instead of fds
-	wake    int        // eventfd that Close makes readable to end blocked Queue reads
-	rx      []rxQueue
-	tx      []txQueue
-	queues  []Queue
-	ctrs    []*counters
+	// persist: the device outlives its files (TUNSETPERSIST), adopted
+	// (Config.Adopt) or kept; Close clears it unless kept.
+	persist, kept bool
+	nl            *netlink.Handle // Open's, bound to the device's namespace; nil for FromFiles and once closed
+	fds           []int
+	files         []*os.File // FromFiles': closed instead of fds
+	wake          int        // eventfd that Close makes readable to end blocked Queue reads
+	rx            []rxQueue
+	tx            []txQueue
+	queues        []Queue
+	ctrs          []*counters
 
 	// How Open found an existing device, to leave it so.
 	setUp   bool // it was down and Open set it up
@@ -117,6 +120,12 @@ func (d *Device) open(cfg Config) error {
 		return fmt.Errorf("exists and is not a TUN/TAP device (%s)", before.kind)
 	}
 	d.created = !before.exists
+	if cfg.Adopt {
+		if !before.exists {
+			return fmt.Errorf("adopt: %w (deleted while its program was down?)", ErrNoDevice)
+		}
+		d.created, d.persist = true, true
+	}
 
 	flags := uint16(unix.IFF_NO_PI)
 	d.dev = cfg.Name
@@ -285,7 +294,36 @@ func (d *Device) Info() port.Info {
 	return info
 }
 
-// Created reports whether Open created the device (and Close removes it)
+// ErrNoDevice is Open's error for a device to adopt that does not exist.
+var ErrNoDevice = errors.New("no such device")
+
+// Persist makes the device outlive its files (TUNSETPERSIST) if the
+// program dies, so that the next program can adopt it (Config.Adopt)
+// with its addresses and routes; Close still removes it, unless Keep.
+func (d *Device) Persist() error { return d.setPersist(false) }
+
+// Keep is Persist, and Close then leaves the device in its namespace,
+// up, with its addresses and routes, for the next program to adopt.
+// Packets sent to it meanwhile wait in its queue, up to its length, or
+// are dropped.
+func (d *Device) Keep() error { return d.setPersist(true) }
+
+func (d *Device) setPersist(keep bool) error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.done {
+		return fmt.Errorf("tun %s: persist: %w", d.info.Name, errClosed)
+	}
+	if !d.persist {
+		if err := unix.IoctlSetInt(d.fds[0], unix.TUNSETPERSIST, 1); err != nil {
+			return fmt.Errorf("tun %s: persist: %w", d.info.Name, err)
+		}
+	}
+	d.persist, d.kept = true, keep
+	return nil
+}
+
+// Created reports whether Open created or adopted the device (and Close removes it)
 // rather than attaching to an existing one or running over files
 // (FromFiles).
 func (d *Device) Created() bool { return d.created }
@@ -352,6 +390,12 @@ func (d *Device) CloseInto(c *buffer.Cache) error {
 	if err := d.stopUring(c); err != nil {
 		errs = append(errs, err)
 	}
+	if d.persist && !d.kept && len(d.fds) > 0 {
+		// An adopted device goes as one Open created.
+		if err := unix.IoctlSetInt(d.fds[0], unix.TUNSETPERSIST, 0); err != nil {
+			errs = append(errs, fmt.Errorf("clear persist: %w", err))
+		}
+	}
 	for i, fd := range d.fds {
 		var err error
 		if d.files != nil {
@@ -367,7 +411,9 @@ func (d *Device) CloseInto(c *buffer.Cache) error {
 	unix.Close(d.wake)
 	d.wake = -1
 	if d.nl != nil {
-		if d.created {
+		switch {
+		case d.kept: // left as it is, for the next program
+		case d.created:
 			gone, err := waitGone(d.nl, d.dev, goneTimeout)
 			switch {
 			case err != nil:
@@ -375,8 +421,10 @@ func (d *Device) CloseInto(c *buffer.Cache) error {
 			case !gone:
 				errs = append(errs, fmt.Errorf("still exists %v after its last queue closed", goneTimeout))
 			}
-		} else if err := d.restore(); err != nil {
-			errs = append(errs, err)
+		default:
+			if err := d.restore(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		d.nl.Close()
 		d.nl = nil

@@ -1,6 +1,7 @@
 package tun
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	osexec "os/exec"
@@ -27,7 +28,8 @@ func TestConfigErrors(t *testing.T) {
 		if d, err := Open(cfg); err == nil {
 			d.Close()
 			t.Errorf("Open(%+v) succeeded", cfg)
-		} else if !strings.HasPrefix(err.Error(), "tun ") {
+		} else if !strings.HasPrefix(err.Error(), "tun "+cfg.Name+": ") && !(cfg.Name == "" && strings.HasPrefix(err.Error(), "tun: ")) {
+			// A device without a name is "tun: ...", not "tun : ...".
 			t.Errorf("Open(%+v): error %q lacks context", cfg, err)
 		}
 	}
@@ -300,5 +302,73 @@ func TestPortNameApartFromDevice(t *testing.T) {
 		if _, ok := linkShow(t, nss[i], "eth0"); ok {
 			t.Errorf("eth0 still in %s after Close", nss[i].Name)
 		}
+	}
+}
+
+// A kept device outlives Close with its address and stays up; the next
+// Open adopts it, with its address, as its own: Close then removes it.
+// Adopting a device that is not there fails with ErrNoDevice and
+// creates nothing.
+func TestKeepAdopt(t *testing.T) {
+	ns := netnstest.New(t)
+	name := devName("snk")
+	for _, q := range []int{1, 2} {
+		d, err := Open(Config{Name: name, NetNS: ns.Name, Offload: true, Queues: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(t, ns, "ip", "addr", "add", "198.18.77.1/24", "dev", name)
+		if err := d.Keep(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Keep(); err == nil {
+			t.Error("a closed device was kept")
+		}
+		kept, ok := linkShow(t, ns, name)
+		if !ok || !strings.Contains(kept, ",UP") {
+			t.Fatalf("%d queues: kept device gone or down:\n%s", q, kept)
+		}
+		a, err := Open(Config{Name: name, NetNS: ns.Name, Offload: true, Queues: q, Adopt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.Created() {
+			t.Error("an adopted device is not the program's")
+		}
+		if out, _ := ns.Exec("ip", "addr", "show", "dev", name); !strings.Contains(out, "198.18.77.1/24") {
+			t.Errorf("%d queues: the adopted device lost its address:\n%s", q, out)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if out, ok := linkShow(t, ns, name); ok {
+			t.Fatalf("%d queues: the adopted device outlived Close:\n%s", q, out)
+		}
+	}
+	// A persistent device outlives its program's death, not its Close.
+	d, err := Open(Config{Name: name, NetNS: ns.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := linkShow(t, ns, name); ok {
+		t.Fatalf("a persistent device outlived Close:\n%s", out)
+	}
+	if d, err := Open(Config{Name: name, NetNS: ns.Name, Adopt: true}); !errors.Is(err, ErrNoDevice) {
+		if err == nil {
+			d.Close()
+		}
+		t.Errorf("adopting no device: %v", err)
+	}
+	if out, ok := linkShow(t, ns, name); ok {
+		t.Errorf("a failed adopt created a device:\n%s", out)
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"softnet.dev/internal/vswitch"
 	"softnet.dev/tun"
 )
 
@@ -26,6 +29,47 @@ type netConf struct {
 	Socket string `json:"socket"` // the switch's control socket
 	Mode   string `json:"mode"`   // tun (routed) or tap (bridged): the kind of the switch's ports
 	MTU    int    `json:"mtu"`
+	// RuntimeConfig is what the runtime passes for the capabilities
+	// the configuration declares ("capabilities": {"bandwidth": true}).
+	RuntimeConfig struct {
+		Bandwidth *bandwidth `json:"bandwidth,omitempty"`
+	} `json:"runtimeConfig"`
+}
+
+// bandwidth is the CNI bandwidth capability, the reference bandwidth
+// plugin's runtimeConfig: rates in bits per second, bursts in bits, named
+// from the pod's side: ingress is what the pod receives. The switch's
+// ports name them from the switch's: the pod's ingress is its port's
+// egress.
+type bandwidth struct {
+	IngressRate  uint64 `json:"ingressRate"`
+	IngressBurst uint64 `json:"ingressBurst"`
+	EgressRate   uint64 `json:"egressRate"`
+	EgressBurst  uint64 `json:"egressBurst"`
+}
+
+// options are the port options of the limits: what the switch sends to
+// the pod (its ingress) is the port's egress. A rate of zero is no limit,
+// as in the reference plugin; a burst of zero with a rate is the
+// switch's default burst.
+func (b *bandwidth) options() string {
+	if b == nil {
+		return ""
+	}
+	var s strings.Builder
+	for _, o := range []struct {
+		rate, burst uint64
+		dir         string
+	}{{b.IngressRate, b.IngressBurst, "egress"}, {b.EgressRate, b.EgressBurst, "ingress"}} {
+		if o.rate == 0 {
+			continue
+		}
+		fmt.Fprintf(&s, ",%s-rate=%d", o.dir, o.rate)
+		if o.burst != 0 {
+			fmt.Fprintf(&s, ",%s-burst=%d", o.dir, o.burst)
+		}
+	}
+	return s.String()
 }
 
 // parseConf decodes and checks stdin; its errors are CNI errors. A
@@ -33,6 +77,12 @@ type netConf struct {
 func parseConf(stdin []byte) (*netConf, error) {
 	conf := &netConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
+		// Valid JSON with a value of the wrong type ("mtu": "1500") is
+		// a configuration error, not a decoding one.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, invalidConf(fmt.Sprintf("%q: a JSON %s where %s is wanted", te.Field, te.Value, jsonKind(te.Type)))
+		}
 		return nil, types.NewError(types.ErrDecodingFailure, "network configuration on stdin is not valid JSON", err.Error())
 	}
 	if conf.Socket == "" {
@@ -54,10 +104,31 @@ func parseConf(stdin []byte) (*netConf, error) {
 	case conf.IPAM.Type == "":
 		return nil, invalidConf(`no "ipam": softnet-cni takes its addresses from an IPAM plugin; add e.g. "ipam": {"type": "host-local", "ranges": [[{"subnet": "198.18.1.0/24"}]]}`)
 	}
+	if bw := conf.RuntimeConfig.Bandwidth; bw != nil {
+		if _, err := vswitch.ParsePort(conf.Mode + ":cni0" + bw.options()); err != nil {
+			return nil, invalidConf(fmt.Sprintf(`runtimeConfig "bandwidth" %+v: %v`, *bw, err))
+		}
+	}
 	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "prevResult cannot be parsed", err.Error())
 	}
 	return conf, nil
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "an object"
 }
 
 func invalidConf(msg string) *types.Error {

@@ -74,7 +74,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	name := portName(conf.Name, args.ContainerID, args.IfName)
 	// Whatever fails from here leaves nothing behind: the port (with its
 	// device, addresses and routes) and the lease go.
-	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName); err != nil {
+	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName, conf.RuntimeConfig.Bandwidth.options()); err != nil {
 		return err
 	}
 	defer func() {
@@ -217,9 +217,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 			return err
 		}
 		for _, ip := range prev.IPs {
-			want := control.Route{Prefix: hostPrefix(ip).String(), Port: name}
-			if !slices.Contains(routes, want) {
-				return failed("the switch does not route %s to port %s", want.Prefix, name)
+			prefix := hostPrefix(ip).String()
+			if !slices.ContainsFunc(routes, func(r control.Route) bool { return r.Prefix == prefix && r.Port == name }) {
+				return failed("the switch does not route %s to port %s", prefix, name)
 			}
 		}
 	}

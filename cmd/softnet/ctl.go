@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,12 +19,17 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
 )
 
-// exitNoSwitch is ctl's exit code when no switch answers on the socket.
-const exitNoSwitch = 3
+// ctl's exit codes beyond exitOK, exitFailure (the switch refused the
+// request, or it failed) and exitUsage; docs/api.md lists them all.
+const (
+	exitNoSwitch = 3 // no switch answers on the socket
+	exitDenied   = 4 // the socket's permissions keep the caller out
+)
 
 func newCtlCmd() *cobra.Command {
 	var socket string
@@ -35,8 +40,12 @@ func newCtlCmd() *cobra.Command {
 (--control, default ` + control.DefaultSocket + `). Anyone who can write the
 socket controls the switch; it is created with mode 0660.
 
-Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
-2 usage, 3 no switch is running on the socket.`,
+Exit codes: 0 ok; 1 the switch refused the request, or it failed (the
+message is printed); 2 usage: an unknown command, a missing or extra
+argument, a bad flag, or a spec, route or prefix that does not parse;
+3 no switch is running on the socket; 4 the socket's permissions keep
+the caller out (a switch started with --control-group GROUP lets GROUP's
+members in).`,
 		Example: `  softnet ctl stats --watch
   softnet ctl port add tun:sn3,netns=guest3
   softnet ctl route add 198.18.3.0/24=sn3
@@ -62,10 +71,15 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 				// --watch INTERVAL, which the flag parser leaves as an
 				// argument since the interval is optional.
 				d, err := time.ParseDuration(args[0])
-				if err != nil || !cmd.Flags().Changed("watch") || d <= 0 {
+				if err != nil || !cmd.Flags().Changed("watch") {
 					return usageError{fmt.Errorf("stats: unexpected argument %q (want --watch INTERVAL, e.g. 2s)", args[0])}
 				}
 				watch = d
+			}
+			// An interval of 0 would print once, as without --watch: the
+			// caller meant something else.
+			if cmd.Flags().Changed("watch") && watch <= 0 {
+				return usageError{fmt.Errorf("--watch %v: want an interval above 0, e.g. 1s (or no --watch for one print)", watch)}
 			}
 			ctx := cmd.Context()
 			var prev *vswitch.Report
@@ -121,7 +135,22 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 		},
 	}
 
-	cmd.AddCommand(stats, config, newPortCmd(client), newRouteCmd(client), newDropsCmd(client), newCaptureCmd(client))
+	var versionJSON bool
+	version := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print the running switch's version, as softnet version prints this binary's",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var in buildinfo.Info
+			if err := client().Get(cmd.Context(), "/v1/version", &in); err != nil {
+				return ctlError(err)
+			}
+			return writeVersion(cmd.OutOrStdout(), in, versionJSON)
+		},
+	}
+	version.Flags().BoolVar(&versionJSON, "json", false, "print JSON")
+
+	cmd.AddCommand(stats, config, version, newPortCmd(client), newRouteCmd(client), newFDBCmd(client), newDropsCmd(client), newCaptureCmd(client))
 	return cmd
 }
 
@@ -192,14 +221,85 @@ between the other ports goes on. Nothing is printed on success.`,
 			return nil
 		},
 	}
-	cmd := &cobra.Command{Use: "port", Short: "List, add and remove the switch's ports", Args: cobra.NoArgs,
+	var showJSON bool
+	show := &cobra.Command{
+		Use:   "show [NAME] [--json]",
+		Short: "Show a port, or every port: kind, origin, options, state, queues, device, namespace",
+		Long: `show prints what the switch holds of the port NAME, one line per field:
+its kind, who made it (origin: config or api), the kind's own options, its state (a vhost-user port's
+front-end: "no front-end connected" while it waits for its VM, else the
+queue pairs enabled and the features negotiated), its queues, its device
+and namespace, and its port security. Without NAME, a table of every port.`,
+		Example: `  softnet ctl port show
+  softnet ctl port show vm1
+  softnet ctl port show vm1 --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				var ports []control.Port
+				if err := client().Get(cmd.Context(), "/v1/ports", &ports); err != nil {
+					return ctlError(err)
+				}
+				if showJSON {
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(ports)
+				}
+				return writePortTable(cmd.OutOrStdout(), ports)
+			}
+			var p control.Port
+			if err := client().Get(cmd.Context(), "/v1/ports/"+url.PathEscape(args[0]), &p); err != nil {
+				return ctlError(err)
+			}
+			if showJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(p)
+			}
+			return writePort(cmd.OutOrStdout(), p)
+		},
+	}
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
+	var setJSON bool
+	set := &cobra.Command{
+		Use:   "set NAME OPTION=VALUE...",
+		Short: "Change a running port's rate limits (or its kind's live options)",
+		Long: `set changes options of the port NAME while it runs, without reopening it:
+its rate limits (ingress-rate, ingress-burst, egress-rate, egress-burst;
+see softnet switch --help), and the options its kind changes live (a
+vxlan port's remote= and fdb=). Each OPTION=VALUE replaces the port's
+options of that name; OPTION= with no value removes them, back to the
+default. Any other change is refused (exit 1): remove the port and add it
+again. The port is printed as port list prints it.`,
+		Example: `  softnet ctl port set sn3 ingress-rate=100M egress-rate=1G egress-burst=10M
+  softnet ctl port set sn3 ingress-rate= ingress-burst=`,
+		Args: minArgs(2, "port set needs the port's NAME and OPTION=VALUE, e.g. port set sn3 ingress-rate=100M"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := control.PortChange{Options: map[string]string{}}
+			for _, a := range args[1:] {
+				k, v, ok := strings.Cut(a, "=")
+				if !ok || k == "" {
+					return usageError{fmt.Errorf("port set: %q: want OPTION=VALUE (OPTION= to remove it)", a)}
+				}
+				req.Options[k] = v
+			}
+			var p control.Port
+			if err := client().Patch(cmd.Context(), "/v1/ports/"+url.PathEscape(args[0]), req, &p); err != nil {
+				return ctlError(err)
+			}
+			if setJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(p)
+			}
+			return writePorts(cmd.OutOrStdout(), []control.Port{p})
+		},
+	}
+	set.Flags().BoolVar(&setJSON, "json", false, "print the port as JSON")
+	cmd := &cobra.Command{Use: "port", Short: "List, show, add, change and remove the switch's ports", Args: cobra.NoArgs,
 		Example: `  softnet ctl port list
+  softnet ctl port show sn3
   softnet ctl port add tun:sn3,netns=guest3
+  softnet ctl port set sn3 ingress-rate=100M
   softnet ctl port del sn3`,
 		RunE: func(*cobra.Command, []string) error {
-			return usageError{errors.New("port needs a command: list, add or del")}
+			return usageError{errors.New("port needs a command: list, show, add, set or del")}
 		}}
-	cmd.AddCommand(list, add, del)
+	cmd.AddCommand(list, show, add, set, del)
 	return cmd
 }
 
@@ -207,20 +307,84 @@ func writePorts(w io.Writer, ports []control.Port) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "name\tstate\tspec\tdevice")
 	for _, p := range ports {
-		state := "up"
-		if p.Down {
-			state = "down: " + p.Error
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, p.Spec, p.Info)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, portState(p), p.Spec, p.Info)
 	}
 	return tw.Flush()
+}
+
+// portState is "up" or "down: why", and what the port's kind says of
+// its state: "up: no front-end connected".
+func portState(p control.Port) string {
+	state := "up"
+	if p.Down {
+		state = "down: " + p.Error
+	}
+	if p.State != "" {
+		state += "; " + p.State
+	}
+	return state
+}
+
+// orNone is s, or "-" for nothing, as a table cell.
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writePortTable is port show's table of every port.
+func writePortTable(w io.Writer, ports []control.Port) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tkind\torigin\tstate\tqueues\tdevice\tnamespace\toptions")
+	for _, p := range ports {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Kind, orNone(p.Origin), portState(p), p.Queues, orNone(p.Device),
+			orNone(p.Netns), orNone(p.Options.String()))
+	}
+	return tw.Flush()
+}
+
+// writePort is port show NAME: a field a line, as ip -d link show.
+func writePort(w io.Writer, p control.Port) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("name", p.Name)
+	row("kind", p.Kind)
+	row("origin", orNone(p.Origin))
+	row("spec", p.Spec)
+	row("options", orNone(p.Options.String()))
+	row("state", portState(p))
+	for _, f := range p.StateDetail {
+		row("  "+f.Key, f.Value)
+	}
+	row("queues", strconv.Itoa(p.Queues))
+	row("device", orNone(p.Device))
+	row("namespace", orNone(p.Netns))
+	row("info", p.Info)
+	created := "no"
+	if p.Created {
+		created = "yes: the switch removes it when it stops"
+	}
+	row("created", created)
+	row("allow", orNone(p.Allow))
+	row("mac", orNone(p.MACs))
+	row("dhcp-server", onOff(p.DHCPServer))
+	row("router", onOff(p.Router))
+	return tw.Flush()
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 func newRouteCmd(client func() *control.Client) *cobra.Command {
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list [--json]",
-		Short: "List the static routes, as PREFIX=PORT",
+		Short: "List the static routes: prefix, port, via (a routed vxlan port's remote) and origin (config or api)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var routes []control.Route
@@ -230,10 +394,12 @@ func newRouteCmd(client func() *control.Client) *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(routes)
 			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "prefix\tport\tvia\torigin")
 			for _, r := range routes {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s=%s\n", r.Prefix, r.Port)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prefix, r.Port, orNone(r.Via), orNone(r.Origin))
 			}
-			return nil
+			return tw.Flush()
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -265,7 +431,7 @@ success.`,
 		Example: `  softnet ctl route del 198.18.3.0/24`,
 		Args:    exactArgs(1, "route del needs a PREFIX, e.g. 198.18.3.0/24"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := netip.ParsePrefix(args[0])
+			p, err := vswitch.ParsePrefix(args[0])
 			if err != nil {
 				return usageError{fmt.Errorf("route del: %w", err)}
 			}
@@ -286,11 +452,64 @@ success.`,
 	return cmd
 }
 
+func newFDBCmd(client func() *control.Client) *cobra.Command {
+	var asJSON bool
+	show := &cobra.Command{
+		Use:   "show [--json]",
+		Short: "List the stations the switch knows: MAC, port, age, learned or static",
+		Long: `show lists the switch's forwarding table, as bridge fdb show and
+ovs-appctl fdb/show do: each station's MAC, the port it is on, how long
+since it was last seen (to within a second), and whether it was learned
+or configured (static). The bridge's stations (bridged ports) come first;
+then each port's own table: a vxlan port's stations, with the remote
+each is behind (dst). A switch of routed ports has no bridge.`,
+		Example: `  softnet ctl fdb show
+  softnet ctl fdb show --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var stations []control.Station
+			if err := client().Get(cmd.Context(), "/v1/fdb", &stations); err != nil {
+				return ctlError(err)
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(stations)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "mac\tport\tdst\tage\ttype")
+			for _, e := range stations {
+				age, kind := strconv.FormatFloat(e.AgeSeconds, 'f', 0, 64)+"s", "learned"
+				if e.Static {
+					age, kind = "-", "static"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.MAC, e.Port, orNone(e.Dst), age, kind)
+			}
+			return tw.Flush()
+		},
+	}
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd := &cobra.Command{Use: "fdb", Short: "Show the stations the switch has learned", Args: cobra.NoArgs,
+		Example: "  softnet ctl fdb show",
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{errors.New("fdb needs a command: show")}
+		}}
+	cmd.AddCommand(show)
+	return cmd
+}
+
 // exactArgs is cobra.ExactArgs with a usage error that says what is
 // missing.
 func exactArgs(n int, msg string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) != n {
+			return usageError{errors.New(msg)}
+		}
+		return nil
+	}
+}
+
+func minArgs(n int, msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
 			return usageError{errors.New(msg)}
 		}
 		return nil
@@ -303,15 +522,17 @@ func newDropsCmd(client func() *control.Client) *cobra.Command {
 		rate, count   int
 	)
 	cmd := &cobra.Command{
-		Use:   "drops [--watch [--rate N/s] [-n COUNT] [--json]]",
+		Use:   "drops [--json] [--watch [--rate N/s] [-n COUNT]]",
 		Short: "Print drops by port and reason; with --watch, stream dropped packets as they happen",
-		Long: `drops prints the switch's drops by port and reason. With --watch it streams
+		Long: `drops prints the switch's drops by port and reason, a table or, with --json,
+a JSON list of {"port", "dir", "reason", "packets"}. With --watch it streams
 dropped packets as they happen, one line each: time, port, worker, reason
 and the packet's headers decoded. The switch samples at most --rate drops a
 second, on its workers, without ever making them wait; on exit (Ctrl-C,
 after -n drops, or when the switch stops) ctl prints how many drops the
 sampler skipped and lost.`,
 		Example: `  softnet ctl drops
+  softnet ctl drops --json
   softnet ctl drops --watch --rate 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -321,26 +542,18 @@ sampler skipped and lost.`,
 				if err := client().Get(cmd.Context(), "/v1/stats", &rep); err != nil {
 					return ctlError(err)
 				}
+				rows := dropRows(&rep)
+				if asJSON {
+					return json.NewEncoder(out).Encode(rows)
+				}
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "port\treason\tpackets")
-				for _, p := range rep.Ports {
-					for reason, n := range p.Drops {
-						if n > 0 {
-							fmt.Fprintf(tw, "%s\t%s\t%d\n", p.Name, drop.Reason(reason), n)
-						}
+				for _, r := range rows {
+					name := r.Port
+					if r.Dir != "" {
+						name += " (" + r.Dir + ")"
 					}
-				}
-				for _, d := range rep.Devices {
-					for reason, n := range d.RxDrops {
-						if n > 0 {
-							fmt.Fprintf(tw, "%s (rx)\t%s\t%d\n", d.Port, drop.Reason(reason), n)
-						}
-					}
-					for reason, n := range d.TxDrops {
-						if n > 0 {
-							fmt.Fprintf(tw, "%s (tx)\t%s\t%d\n", d.Port, drop.Reason(reason), n)
-						}
-					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\n", name, r.Reason, r.Packets)
 				}
 				return tw.Flush()
 			}
@@ -377,8 +590,38 @@ sampler skipped and lost.`,
 	f.BoolVar(&watch, "watch", false, "stream dropped packets until interrupted")
 	f.IntVar(&rate, "rate", control.DefaultDropRate, "with --watch, at most N drops a second")
 	f.IntVarP(&count, "count", "n", 0, "with --watch, stop after N drops")
-	f.BoolVar(&asJSON, "json", false, "with --watch, print each drop as JSON")
+	f.BoolVar(&asJSON, "json", false, "print JSON: the counts as one list, or with --watch each drop as a line")
 	return cmd
+}
+
+// dropRow is one line of softnet ctl drops: a port's drops of a reason,
+// by the programs (Dir "") or by its device receiving or sending.
+type dropRow struct {
+	Port    string `json:"port"`
+	Dir     string `json:"dir,omitempty"` // "rx" or "tx": the device's
+	Reason  string `json:"reason"`
+	Packets uint64 `json:"packets"`
+}
+
+// dropRows are the report's drops, each port's and device's by reason,
+// those that happened only.
+func dropRows(rep *vswitch.Report) []dropRow {
+	rows := []dropRow{}
+	add := func(port, dir string, counts []uint64) {
+		for reason, n := range counts {
+			if n > 0 {
+				rows = append(rows, dropRow{Port: port, Dir: dir, Reason: drop.Reason(reason).String(), Packets: n})
+			}
+		}
+	}
+	for _, p := range rep.Ports {
+		add(p.Name, "", p.Drops[:])
+	}
+	for _, d := range rep.Devices {
+		add(d.Port, "rx", d.RxDrops[:])
+		add(d.Port, "tx", d.TxDrops[:])
+	}
+	return rows
 }
 
 func newCaptureCmd(client func() *control.Client) *cobra.Command {
@@ -401,7 +644,7 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 "proto tcp|udp|icmp|icmpv6|arp" and "port N", joined by "and".`,
 		Example: `  softnet ctl capture sn0 -c 10 -w ping.pcap --filter "proto icmp"
   softnet ctl capture sn0 -w - | tcpdump -n -r -`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, "capture needs a PORT, e.g. capture sn0 -w -"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
 				return usageError{errors.New("capture: -w FILE or -w - is required")}
@@ -489,6 +732,8 @@ func ctlError(err error) error {
 	switch {
 	case errors.Is(err, control.ErrNoSwitch):
 		return &exitError{code: exitNoSwitch, err: err}
+	case errors.Is(err, control.ErrDenied):
+		return &exitError{code: exitDenied, err: fmt.Errorf("%w: the socket is for root and its group (mode 0660); run ctl as root, or start the switch with --control-group GROUP and run ctl as a member of GROUP", err)}
 	case errors.As(err, &refused), errors.Is(err, context.DeadlineExceeded):
 		return &exitError{code: exitFailure, err: err}
 	}

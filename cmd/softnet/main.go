@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"softnet.dev/internal/buildinfo"
 )
 
 // Exit codes.
@@ -47,10 +51,57 @@ caches with bulk allocation, deferred free to the owning worker, batched
 programs and a drop reason for every lost packet.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Get().String(),
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagError(err)} })
+	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd(), newVersionCmd())
+	// Without a command, the help; with an unknown one, a usage error
+	// (cobra's own is a plain error, which would exit 1).
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		}
+		return cmd.Help()
+	}
+	usageArgs(root)
 	return root
+}
+
+// flagError says what a flag's bad value should have been, in place
+// of the parser's words (strconv.ParseInt: parsing "x": invalid syntax).
+func flagError(err error) error {
+	var bad *pflag.InvalidValueError
+	if !errors.As(err, &bad) {
+		return err
+	}
+	want := map[string]string{
+		"int": "a whole number", "uint": "a whole number, 0 or more", "bool": "true or false",
+		"duration": "a duration such as 200µs, 5s or 1m",
+	}[bad.GetFlag().Value.Type()]
+	if want == "" {
+		return err
+	}
+	return fmt.Errorf("--%s %q: want %s", bad.GetFlag().Name, bad.GetValue(), want)
+}
+
+// usageArgs makes the errors of c's and its commands' argument checks
+// (cobra.NoArgs: an unknown command; cobra.ExactArgs) usage errors.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var ue usageError
+			if err != nil && !errors.As(err, &ue) {
+				return usageError{err}
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }
 
 func main() {
@@ -86,4 +137,30 @@ func exitCodeTo(w io.Writer, err error) int {
 		fmt.Fprintln(w, "softnet:", err)
 		return exitFailure
 	}
+}
+
+func newVersionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print softnet's module version and the VCS revision it was built from",
+		Long: `version prints the module version and the git revision, commit time and
+whether the tree was modified, as the Go toolchain stamped them into the
+binary: a build from a checkout is "(devel)" with its revision. The
+running switch's is softnet ctl version.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return writeVersion(cmd.OutOrStdout(), buildinfo.Get(), asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, as the API's /v1/version")
+	return cmd
+}
+
+func writeVersion(w io.Writer, in buildinfo.Info, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(in)
+	}
+	_, err := fmt.Fprintln(w, in)
+	return err
 }

@@ -179,6 +179,20 @@ func (sp *switchProc) ctl(t *testing.T, args ...string) (stdout, stderr string, 
 	return run(t, append([]string{"ctl", "--socket", sp.socket}, args...)...)
 }
 
+// routeList is route list --json's routes, each as PREFIX=PORT.
+func routeList(t *testing.T, sp *switchProc) []string {
+	t.Helper()
+	var routes []control.Route
+	if err := json.Unmarshal([]byte(sp.mustCtl(t, "route", "list", "--json")), &routes); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range routes {
+		out = append(out, r.Prefix+"="+r.Port)
+	}
+	return out
+}
+
 func (sp *switchProc) mustCtl(t *testing.T, args ...string) string {
 	t.Helper()
 	out, errOut, code := sp.ctl(t, args...)
@@ -259,12 +273,25 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 			t.Errorf("from the added port's guest: %v", err)
 		}
 	}
-	if out := sp.mustCtl(t, "route", "list"); out != "198.18.1.0/24=sc1\n198.18.2.0/24=sc2\n198.18.3.0/24=sc3\n" {
+	if out := sp.mustCtl(t, "route", "list"); out != "prefix         port  via  origin\n198.18.1.0/24  sc1   -    config\n198.18.2.0/24  sc2   -    config\n198.18.3.0/24  sc3   -    api\n" {
 		t.Errorf("route list:\n%s", out)
 	}
 	var ports []control.Port
 	if err := json.Unmarshal([]byte(sp.mustCtl(t, "port", "list", "--json")), &ports); err != nil || len(ports) != 3 || ports[2].Name != "sc3" || !ports[2].Created {
 		t.Errorf("port list --json: %+v, %v", ports, err)
+	}
+
+	// port set changes the rate limits in place: the device stays.
+	out = sp.mustCtl(t, "port", "set", "sc3", "ingress-rate=100M", "egress-rate=1G", "egress-burst=10M")
+	if !strings.Contains(out, "tun:sc3,netns="+ns[2].Name+",ingress-rate=100M,egress-rate=1G,egress-burst=10M") {
+		t.Errorf("port set printed:\n%s", out)
+	}
+	out = sp.mustCtl(t, "port", "set", "sc3", "egress-rate=", "egress-burst=")
+	if !strings.Contains(out, "tun:sc3,netns="+ns[2].Name+",ingress-rate=100M ") {
+		t.Errorf("port set printed:\n%s", out)
+	}
+	if err := ping(t, ns[2], "198.18.1.1"); err != nil {
+		t.Errorf("after port set: %v", err)
 	}
 
 	// A capture of the busy port with the smallest buffer keeps what it
@@ -282,6 +309,11 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		want string
 	}{
 		{[]string{"port", "del", "nope"}, exitFailure, "port nope: not found"},
+		{[]string{"port", "set", "nope", "ingress-rate=1M"}, exitFailure, "port nope: not found"},
+		{[]string{"port", "set", "sc3", "queues=2"}, exitFailure, "remove the port and add it again"},
+		{[]string{"port", "set", "sc3", "ingress-rate=fast"}, exitFailure, `ingress-rate "fast"`},
+		{[]string{"port", "set", "sc3"}, exitUsage, "port set needs"},
+		{[]string{"port", "set", "sc3", "ingress-rate"}, exitUsage, "want OPTION=VALUE"},
 		{[]string{"port", "add", "tun:sc3,netns=" + ns[0].Name}, exitFailure, "a port named sc3"},
 		{[]string{"port", "add", "tun:sc9,netns=softnet-no-such-ns"}, exitFailure, "softnet-no-such-ns"},
 		{[]string{"route", "add", "198.18.3.0/24=sc1"}, exitFailure, "a route to 198.18.3.0/24"},
@@ -316,6 +348,20 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 	m := pingStats.FindStringSubmatch(<-pinged)
 	if m == nil || m[1] != fmt.Sprint(pings) || m[2] != fmt.Sprint(pings) {
 		t.Errorf("ping between the untouched guests: %v, want %d of %d", m, pings, pings)
+	}
+
+	// Echo requests to a prefix routed nowhere drop as NO_ROUTE on sc1,
+	// which drops --json lists as JSON, as the table does.
+	_ = ping(t, ns[0], "198.18.9.1")
+	var rows []dropRow
+	if err := json.Unmarshal([]byte(sp.mustCtl(t, "drops", "--json")), &rows); err != nil ||
+		!slices.ContainsFunc(rows, func(r dropRow) bool {
+			return r.Port == "sc1" && r.Dir == "" && r.Reason == "NO_ROUTE" && r.Packets >= 2
+		}) {
+		t.Errorf("drops --json: %+v, %v; want sc1's NO_ROUTE drops", rows, err)
+	}
+	if out := sp.mustCtl(t, "drops"); !regexp.MustCompile(`(?m)^sc1 +NO_ROUTE +\d+$`).MatchString(out) {
+		t.Errorf("drops:\n%s", out)
 	}
 
 	// Without --config, SIGHUP is logged and the switch goes on.
@@ -366,7 +412,7 @@ func TestSwitchSIGHUP(t *testing.T) {
 	}
 	routes := func() []string {
 		t.Helper()
-		return strings.Fields(sp.mustCtl(t, "route", "list"))
+		return routeList(t, sp)
 	}
 	portNames := func() []string {
 		t.Helper()
@@ -507,6 +553,33 @@ func TestSwitchControlGroup(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != gid || fi.Mode().Perm() != 0o660 {
 		t.Errorf("socket %v with group %d, want 0660 and %s (%d)", fi.Mode(), st.Gid, name, gid)
+	}
+	sp.stop(t)
+}
+
+// A user the socket's mode keeps out is told so, with what to do about
+// it, and ctl exits 4 (not 1, which is the switch refusing a request).
+func TestCtlPermissionDenied(t *testing.T) {
+	netnstest.RequireRoot(t) // to run ctl as another user
+	bin := buildSoftnet(t)
+	sp := startSwitch(t, bin)
+	// The binary's and the socket's directories, and theirs, open to
+	// the other user: what keeps it out is the socket's mode alone.
+	for _, f := range []string{bin, sp.socket} {
+		for _, d := range []string{filepath.Dir(f), filepath.Dir(filepath.Dir(f))} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd := exec.Command(bin, "ctl", "--socket", sp.socket, "stats")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitDenied || !strings.Contains(stderr.String(), "permission denied") || !strings.Contains(stderr.String(), "--control-group GROUP") {
+		t.Errorf("ctl as uid 65534: %v, stderr %q; want exit %d and a hint about --control-group", err, stderr.String(), exitDenied)
 	}
 	sp.stop(t)
 }

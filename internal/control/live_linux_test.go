@@ -123,7 +123,7 @@ func TestAPIAddRemovePortsAndRoutes(t *testing.T) {
 		}
 	}
 	var routes []Route
-	if err := ls.client.Get(context.Background(), "/v1/routes", &routes); err != nil || len(routes) != 3 || routes[2] != (Route{Prefix: "198.18.3.0/24", Port: "ct2"}) {
+	if err := ls.client.Get(context.Background(), "/v1/routes", &routes); err != nil || len(routes) != 3 || routes[2] != (Route{Prefix: "198.18.3.0/24", Port: "ct2", Origin: "api"}) {
 		t.Errorf("routes %v, %v", routes, err)
 	}
 	var ports []Port

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"softnet.dev/internal/iptext"
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/packet"
 	"softnet.dev/program"
@@ -24,8 +25,44 @@ type RouteSpec struct {
 	Prefix netip.Prefix
 	Port   string
 	Via    netip.Addr
+	// Origin says who made the route; not part of its text.
+	Origin Origin
 
 	at string
+}
+
+// Origin is who made a port or a route: the configuration (its file and
+// the command line's flags), which a reload makes what the file says,
+// or the control API, which a reload never touches. Services, filters
+// and the worker count come only from the configuration.
+type Origin uint8
+
+const (
+	FromConfig Origin = iota
+	FromAPI
+)
+
+func (o Origin) String() string {
+	if o == FromAPI {
+		return "api"
+	}
+	return "config"
+}
+
+// MarshalText writes "config" or "api".
+func (o Origin) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (o *Origin) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "config":
+		*o = FromConfig
+	case "api":
+		*o = FromAPI
+	default:
+		return fmt.Errorf("origin %q: want config or api", b)
+	}
+	return nil
 }
 
 // Config is everything `softnet switch` needs.
@@ -56,17 +93,20 @@ func ParseRoute(s string) (RouteSpec, error) {
 	rt := RouteSpec{Prefix: p, Port: name}
 	if hasVia {
 		if rt.Via, err = netip.ParseAddr(via); err != nil {
-			return RouteSpec{}, fmt.Errorf("route %q: via: want the remote VTEP's address", s)
+			return RouteSpec{}, fmt.Errorf("route %q: via %q: want the remote VTEP's IP address", s, via)
 		}
 	}
 	return rt, nil
 }
 
+// ParsePrefix parses a route's prefix, as route del names it.
+func ParsePrefix(s string) (netip.Prefix, error) { return parsePrefix(s) }
+
 // parsePrefix parses a prefix and, as ip-route(8) does, refuses one with
 // host bits set: 198.18.1.1/24 is more likely a typo for a host route
 // or for 198.18.1.0/24 than either.
 func parsePrefix(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
+	p, err := iptext.ParsePrefix(s)
 	if err != nil {
 		return p, err
 	}
@@ -93,6 +133,25 @@ const maxConfigErrors = 20
 // reports every bad line (up to maxConfigErrors), each with the file and
 // line, and Validate's errors about a directive name its line too.
 func ParseConfig(name string, r io.Reader) (Config, error) {
+	return ParseConfigWith(name, r, nil)
+}
+
+// Settings are the directives of a configuration file beyond the
+// switch's own (Directives): the settings of the program that runs the
+// switch, as `softnet switch` takes each of its flags ("cpus 2,3" for
+// --cpus 2,3), so that a service's command line is one --config.
+type Settings struct {
+	// Names are the settings' directives, in the order an unknown
+	// directive's error lists them.
+	Names []string
+	// Set is given each setting's directive and its values (the rest of
+	// the line, in fields); its error is reported with the file and line.
+	Set func(name string, values []string) error
+}
+
+// ParseConfigWith is ParseConfig for a file that may also hold
+// settings (nil: none).
+func ParseConfigWith(name string, r io.Reader, settings *Settings) (Config, error) {
 	var cfg Config
 	var errs []error
 	sc := bufio.NewScanner(r)
@@ -103,7 +162,13 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 			continue
 		}
 		at := fmt.Sprintf("%s:%d", name, line)
-		if err := cfg.parseDirective(f, at); err != nil {
+		var err error
+		if settings != nil && slices.Contains(settings.Names, f[0]) {
+			err = settings.Set(f[0], f[1:])
+		} else {
+			err = cfg.parseDirective(f, at, settings)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", at, err))
 		}
 	}
@@ -113,7 +178,7 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-func (cfg *Config) parseDirective(f []string, at string) error {
+func (cfg *Config) parseDirective(f []string, at string, settings *Settings) error {
 	if f[0] == "filter" {
 		r, err := program.ParseRule(strings.Join(f[1:], " "))
 		if err != nil {
@@ -122,8 +187,16 @@ func (cfg *Config) parseDirective(f []string, at string) error {
 		cfg.Filters = append(cfg.Filters, r)
 		return nil
 	}
+	usage, known := directiveUsage(f[0])
+	if !known {
+		names := "port, route, service, filter, workers"
+		if settings != nil {
+			names += ", " + strings.Join(settings.Names, ", ")
+		}
+		return fmt.Errorf("unknown directive %q (%s)", f[0], names)
+	}
 	if len(f) != 2 {
-		return fmt.Errorf("want one value after %q, got %d", f[0], len(f)-1)
+		return fmt.Errorf("%s: want one value (%s), got %d", f[0], usage, len(f)-1)
 	}
 	switch f[0] {
 	case "port":
@@ -153,10 +226,19 @@ func (cfg *Config) parseDirective(f []string, at string) error {
 			return fmt.Errorf("workers %q: want 1 to %d", f[1], MaxWorkers)
 		}
 		cfg.Workers = n
-	default:
-		return fmt.Errorf("unknown directive %q (port, route, service, filter, workers)", f[0])
 	}
 	return nil
+}
+
+// directiveUsage returns how Directives writes the directive name, as
+// "route PREFIX=PORT".
+func directiveUsage(name string) (string, bool) {
+	for _, line := range strings.Split(Directives, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == name {
+			return f[0] + " " + f[1], true
+		}
+	}
+	return "", false
 }
 
 // MaxWorkers bounds Config.Workers.
@@ -196,11 +278,11 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: no options of a kind (%s): ParsePort makes a port", p, kindList(func(k *portkind.Kind) string { return k.Name })))
 		}
 		if c, ok := o.(portkind.Claimer); ok {
-			claim := c.Claim()
-			if other, dup := claims[p.Kind+" "+claim]; dup {
+			claim := c.Claim(p.Name, p.Common)
+			if other, dup := claims[claim]; dup {
 				return in(p.at, fmt.Errorf("port %s: port %s %s already", p, other, claim))
 			}
-			claims[p.Kind+" "+claim] = p.Name
+			claims[claim] = p.Name
 		}
 		if o.Layer() == packet.L3 {
 			routedPort = cmp.Or(routedPort, &cfg.Ports[i])
@@ -219,8 +301,13 @@ func (cfg *Config) Validate() error {
 		if routedPort.Kind == bridgedPort.Kind {
 			kinds = "routed and bridged " + routedPort.Kind
 		}
-		return fmt.Errorf("mixing %s ports is not supported: port %s carries IP packets and is routed by the L3 forwarder, port %s carries Ethernet frames and is bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the routed side",
-			kinds, routedPort.Name, bridgedPort.Name)
+		// The later of the two makes the mix: its line is the one to fix.
+		at := bridgedPort.at
+		if cfg.portIndex(routedPort.Name) > cfg.portIndex(bridgedPort.Name) {
+			at = routedPort.at
+		}
+		return in(at, fmt.Errorf("mixing %s ports is not supported: port %s carries IP packets and is routed by the L3 forwarder, port %s carries Ethernet frames and is bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the routed side",
+			kinds, routedPort.Name, bridgedPort.Name))
 	}
 	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"time"
 
 	"softnet.dev/engine"
+	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/port"
 	"softnet.dev/program"
 )
@@ -59,7 +61,52 @@ func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	if err != nil {
 		return err
 	}
-	return sw.addPort(next, lp, spec.policy(next.Routes), by)
+	if err := sw.persist(next); err != nil {
+		return errors.Join(err, lp.port.CloseInto(nil))
+	}
+	if err := sw.addPort(next, lp, spec.policy(next.Routes), by); err != nil {
+		sw.unpersist()
+		return err
+	}
+	return nil
+}
+
+// ErrState is a change refused because the state file could not record
+// it (SetSave): the switch is as it was.
+var ErrState = errors.New("state not saved")
+
+// SetSave makes the switch call save with the configuration it is about
+// to run before each change it makes (AddPort, RemovePort, AddRoute,
+// RemoveRoute) and after each Apply that changed something: a change
+// that save refuses is not made, so that what a caller is told was done
+// is saved. If the change fails once saved, save is called again with
+// the configuration the switch is left with. save runs under the lock
+// that serializes changes.
+func (sw *Switch) SetSave(save func(Config) error) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.save = save
+}
+
+// persist saves next, the configuration a change is about to make.
+func (sw *Switch) persist(next Config) error {
+	if sw.save == nil {
+		return nil
+	}
+	if err := sw.save(next); err != nil {
+		return fmt.Errorf("%w, so not made: %w", ErrState, err)
+	}
+	return nil
+}
+
+// unpersist saves the configuration the switch runs, after a change
+// saved by persist failed: the state file must not keep a change that
+// was refused (a crash before this leaves it there, as if the change
+// had been the last made before the crash).
+func (sw *Switch) unpersist() {
+	if err := sw.persist(sw.cfg); err != nil {
+		sw.log.Error("a change failed once saved, and the state before it could not be saved again: a restart makes it", "err", err)
+	}
 }
 
 // withPort returns the configuration with spec added, if valid.
@@ -102,6 +149,9 @@ func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by 
 			sw.forgetIndex(index)
 			delete(sw.stale, index)
 		}
+		if err := sw.chain.police.SetLimits(index, spec.Ingress, spec.Egress); err != nil {
+			return err
+		}
 		return sw.chain.sec.SetPolicy(index, pol)
 	})
 	if err != nil {
@@ -124,6 +174,54 @@ func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by 
 	return nil
 }
 
+// ChangePort changes the named port's options while it runs: each of
+// opts replaces the port's options of its key, or, with no value,
+// removes them (the default again). Only what changes in place, as a
+// reload would change it (its rate limits; the kind's own options that
+// its kind takes live), is taken; anything else is ErrRestart: remove
+// the port and add it again. It returns the port's spec now.
+func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (PortSpec, error) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	i := sw.cfg.portIndex(name)
+	if i < 0 {
+		return PortSpec{}, fmt.Errorf("port %s: %w", name, ErrNotFound)
+	}
+	lp := sw.ports[i]
+	given := map[string]bool{}
+	for _, o := range opts {
+		given[o.Key] = true
+	}
+	var fields []portkind.Field
+	for _, f := range lp.spec.fields() {
+		if !given[f.Key] {
+			fields = append(fields, f)
+		}
+	}
+	for _, o := range opts {
+		if o.Value != "" {
+			fields = append(fields, o)
+		}
+	}
+	spec, err := newPort(lp.spec.Kind, name, fields, nil)
+	if err != nil {
+		return PortSpec{}, fmt.Errorf("port %s: %w: %w", name, ErrInvalid, err)
+	}
+	spec.at = lp.spec.at
+	switch lp.reloadTo(spec) {
+	case kept:
+		return spec, nil
+	case reopened:
+		return PortSpec{}, fmt.Errorf("port %s: %w: %s does not change in place; remove the port and add it again", name, ErrRestart, spec)
+	}
+	next := sw.cfg.clone()
+	next.Ports[i] = spec
+	if err := next.Validate(); err != nil {
+		return PortSpec{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return spec, sw.change(lp, spec, by)
+}
+
 // RemovePort removes the named port while the switch runs: its routes go
 // with it (as the kernel's go with a deleted device), the workers give
 // up its queues, what it held comes home and its device is closed
@@ -133,12 +231,31 @@ func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by 
 // changes, removals among them, go on meanwhile.
 func (sw *Switch) RemovePort(name string, by slog.Attr) error {
 	sw.mu.Lock()
-	closeDevice, err := sw.removePort(name, by)
+	var closeDevice func() error
+	err := sw.persistWithout(name)
+	if err == nil {
+		if closeDevice, err = sw.removePort(name, by); err != nil {
+			sw.unpersist()
+		}
+	}
 	sw.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	return closeDevice()
+}
+
+// persistWithout saves the configuration without the named port and
+// its routes, before removing it.
+func (sw *Switch) persistWithout(name string) error {
+	i := sw.cfg.portIndex(name)
+	if i < 0 {
+		return fmt.Errorf("port %s: %w", name, ErrNotFound)
+	}
+	next := sw.cfg.clone()
+	next.Ports = slices.Delete(next.Ports, i, i+1)
+	next.Routes = slices.DeleteFunc(next.Routes, func(rt RouteSpec) bool { return rt.Port == name })
+	return sw.persist(next)
 }
 
 // removePort takes the named port out of the switch and returns the
@@ -169,6 +286,8 @@ func (sw *Switch) removePort(name string, by slog.Attr) (closeDevice func() erro
 		return nil, fmt.Errorf("port %s: %w", name, err)
 	default:
 		sw.chain.sec.RemovePolicy(lp.index)
+		// Zero limits are valid: no error.
+		_ = sw.chain.police.SetLimits(lp.index, program.Limit{}, program.Limit{})
 	}
 	sw.forgetIndex(lp.index)
 	sw.cfg.Ports = slices.Delete(sw.cfg.Ports, i, i+1)
@@ -243,7 +362,14 @@ func (sw *Switch) addRoute(rt RouteSpec, by slog.Attr) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	lp := sw.ports[sw.cfg.portIndex(rt.Port)]
-	return sw.route(lp, rt, next, lp.spec.policy(next.Routes), by)
+	if err := sw.persist(next); err != nil {
+		return err
+	}
+	if err := sw.route(lp, rt, next, lp.spec.policy(next.Routes), by); err != nil {
+		sw.unpersist()
+		return err
+	}
+	return nil
 }
 
 // route routes rt to lp, whose policy becomes pol, making next, which
@@ -272,7 +398,20 @@ func (sw *Switch) route(lp *livePort, rt RouteSpec, next Config, pol program.Por
 func (sw *Switch) RemoveRoute(prefix netip.Prefix, by slog.Attr) error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	return sw.removeRoute(prefix, by)
+	i := sw.routeIndex(prefix)
+	if i < 0 {
+		return fmt.Errorf("route %s: %w", prefix, ErrNotFound)
+	}
+	next := sw.cfg.clone()
+	next.Routes = slices.Delete(next.Routes, i, i+1)
+	if err := sw.persist(next); err != nil {
+		return err
+	}
+	if err := sw.removeRoute(prefix, by); err != nil {
+		sw.unpersist()
+		return err
+	}
+	return nil
 }
 
 func (sw *Switch) removeRoute(prefix netip.Prefix, by slog.Attr) error {
@@ -323,6 +462,9 @@ type PortView struct {
 	Port   port.Port
 	Index  int                // the engine's, as in engine.PortStats
 	Policy program.PortPolicy // port security in force, defaults worked out
+	// State is the port's state as its kind says it (portkind.Stater):
+	// a vhost-user port's front-end; empty for a kind that says none.
+	State portkind.State
 }
 
 // Ports returns the switch's ports now, in configuration order.
@@ -333,6 +475,55 @@ func (sw *Switch) Ports() []PortView {
 	for i, lp := range sw.ports {
 		pol, _ := sw.chain.sec.Policy(lp.index)
 		out[i] = PortView{Spec: lp.spec, Port: lp.open.Port(), Index: lp.index, Policy: pol}
+		if st, ok := lp.open.(portkind.Stater); ok {
+			out[i].State = st.State()
+		}
+	}
+	return out
+}
+
+// Station is one entry of the switch's forwarding tables, as `bridge
+// fdb show` lists the kernel's: a station the bridge learned on a port,
+// or one of a port's own table (a vxlan port's, with the remote it is
+// behind).
+type Station struct {
+	MAC    [6]byte
+	Port   string
+	Dst    string        // a port's own entry's destination (portkind.Station)
+	Static bool          // configured, not learned
+	Age    time.Duration // since last seen, to within a second; 0 if static
+}
+
+// FDB returns the stations the switch knows: those the bridge learned
+// (none on a switch of routed ports), by MAC, then each port's own
+// (portkind.Stationer), by port and MAC. It reads the tables the workers
+// read, lock-free snapshots that no reader can hold up, and takes no
+// lock a worker takes (only the switch's own, which orders it with port
+// changes, so that an index names the port it was learned on): a
+// station learned, moved or aged while it reads may be shown as it was.
+func (sw *Switch) FDB() []Station {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	var learned []program.BridgeEntry
+	if sw.chain.bridge != nil {
+		learned = sw.chain.bridge.Table()
+	}
+	names := map[int]string{}
+	for _, lp := range sw.ports {
+		names[lp.index] = lp.spec.Name
+	}
+	var out []Station
+	for _, e := range learned {
+		if name, ok := names[e.Port]; ok {
+			out = append(out, Station{MAC: e.MAC, Port: name, Age: e.Age})
+		}
+	}
+	for _, lp := range sw.ports {
+		if st, ok := lp.open.(portkind.Stationer); ok {
+			for _, e := range st.Stations() {
+				out = append(out, Station{MAC: e.MAC, Port: lp.spec.Name, Dst: e.Dst, Static: e.Static, Age: e.Age})
+			}
+		}
 	}
 	return out
 }

@@ -26,6 +26,8 @@ type PortSpec struct {
 	// Options are the kind's own, as ParsePort sets them from the kind's
 	// defaults; a spec without is not valid.
 	Options portkind.Options
+	// Origin says who made the port; not part of its spec's text.
+	Origin Origin
 
 	at string // "file:line" of a configuration file's directive, for errors
 }
@@ -39,6 +41,8 @@ var commonOptions = []struct {
 	{portkind.NetNS, "netns"}, {portkind.Dev, "dev"}, {portkind.Queues, "queues"}, {portkind.Offload, "offload"},
 	{portkind.GRO, "gro"}, {portkind.IO, "io"}, {portkind.Allow, "allow"}, {portkind.MAC, "mac"},
 	{portkind.DHCPServer, "dhcp-server"}, {portkind.Router, "router"},
+	{portkind.IngressRate, "ingress-rate"}, {portkind.IngressBurst, "ingress-burst"},
+	{portkind.EgressRate, "egress-rate"}, {portkind.EgressBurst, "egress-burst"},
 }
 
 // commonOption returns the option every port has named name.
@@ -77,6 +81,9 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 	if k == nil {
 		return PortSpec{}, fmt.Errorf("unknown kind %q (%s)", kind, kindList(func(k *portkind.Kind) string { return k.Name }))
 	}
+	if name == "" {
+		return PortSpec{}, fmt.Errorf("no port name: want %s", k.Synopsis)
+	}
 	p := PortSpec{Kind: kind, Name: name, Options: k.New()}
 	p.Offload, p.GRO = true, k.Takes&portkind.GRO != 0
 	given := map[string]bool{}
@@ -103,6 +110,9 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 			return PortSpec{}, errors.New("gro=on needs offload=on: without a vnet header the device cannot take GSO packets")
 		}
 		p.GRO = false
+	}
+	if err := p.checkLimits(); err != nil {
+		return PortSpec{}, err
 	}
 	if err := p.Options.Check(p.Name, p.Common, p.Queues); err != nil {
 		return PortSpec{}, err
@@ -162,6 +172,8 @@ func (p *PortSpec) setCommon(opt portkind.Option, key, v string) error {
 			return err
 		}
 		p.MACs = m
+	case portkind.IngressRate, portkind.IngressBurst, portkind.EgressRate, portkind.EgressBurst:
+		return p.setLimit(key, v)
 	default:
 		on := v == "on"
 		if !on && v != "off" {
@@ -222,7 +234,7 @@ func (p PortSpec) fields() []portkind.Field {
 	if p.Router {
 		add("router", "on")
 	}
-	return out
+	return append(out, p.limitFields()...)
 }
 
 func (p PortSpec) String() string {
@@ -232,6 +244,30 @@ func (p PortSpec) String() string {
 		b.WriteString("," + f.Key + "=" + f.Value)
 	}
 	return b.String()
+}
+
+// Device is the name of the port's device in its namespace (dev=, or
+// the port's name) for a kind whose port is an interface: a guest's own
+// (portkind.Kind.GuestDevice) or one that is there (a kind that takes
+// dev=, afxdp); "" for one that has none (a socket, an overlay).
+func (p PortSpec) Device() string {
+	if k := kindOf(p.Kind); k == nil || (!k.GuestDevice && k.Takes&portkind.Dev == 0) {
+		return ""
+	}
+	if p.Dev != "" {
+		return p.Dev
+	}
+	return p.Name
+}
+
+// KindOptions are the options of the port's kind, as its spec writes
+// them (portkind.Options.Fields): those every port has are not among
+// them.
+func (p PortSpec) KindOptions() []portkind.Field {
+	if p.Options == nil {
+		return nil
+	}
+	return p.Options.Fields()
 }
 
 // Routed reports whether the port carries IP packets and is routed by

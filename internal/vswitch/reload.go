@@ -3,6 +3,7 @@ package vswitch
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -12,8 +13,8 @@ import (
 // Apply changes the running switch into cfg (a configuration file read
 // again, on SIGHUP): ports and routes that are gone are removed, new
 // ones added. A port whose spec changed is changed in place if only its
-// kind's own options changed and its kind takes that change live
-// (portkind.Options.Live), else removed and added again.
+// rate limits changed, or its kind's own options and its kind takes that
+// change live (portkind.Options.Live), else removed and added again.
 // It returns what it changed, one line each. The whole change is
 // checked before anything is touched: an invalid cfg, one that differs
 // in what cannot change live (workers, services, filters, the kind of
@@ -25,18 +26,39 @@ import (
 // opened again once closed, a worker that does not take up a change)
 // leaves the switch part-way, with the returned lines saying how far it
 // got. by says who asked, as for AddPort.
+//
+// cfg is the configuration's: Apply changes only the ports and routes
+// the configuration made, and keeps those the control API made (see
+// Merge), logging at warn each item of cfg it does not apply because
+// the API made one of that name.
 func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
+	cfg, notes := Merge(sw.cfg, cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: with the ports and routes the control API made: %w; nothing was changed", ErrInvalid, err)
+	}
+	for _, n := range notes {
+		sw.log.Warn("config reload: "+n.Msg, append(n.Attrs, by)...)
+	}
 	r, err := sw.newReload(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w; nothing was changed", err)
 	}
 	defer r.closeUnused()
-	if err := r.run(sw, by); err != nil {
+	err = r.run(sw, by)
+	if len(r.done) > 0 {
+		// After the change, not before: the change is the configuration
+		// file's, which a restart reads again, but for the API's routes
+		// it removed with their ports.
+		if serr := sw.persist(sw.cfg); serr != nil {
+			sw.log.Error("config reload: the state file does not have the reload's changes", "err", serr)
+		}
+	}
+	if err != nil {
 		so := "nothing"
 		if len(r.done) > 0 {
 			so = strings.Join(r.done, "; ")
@@ -44,6 +66,77 @@ func (sw *Switch) Apply(cfg Config, by slog.Attr) ([]string, error) {
 		return r.done, fmt.Errorf("%w; changed before the error: %s", err, so)
 	}
 	return r.done, nil
+}
+
+// Note is something Merge did not do as the configuration said, and
+// why: a message and its details, for a log line.
+type Note struct {
+	Msg   string
+	Attrs []any
+}
+
+// Merge returns the configuration a switch that runs running is to
+// run once file, the configuration's own (its file and flags), is
+// applied: file's ports and routes, marked FromConfig, then those of
+// running that the control API made (FromAPI), unchanged; file's
+// workers, services and filters. What the API made is never replaced:
+// a port of file named as one the API made is not applied (nor file's
+// routes to it), nor a route of file to a prefix the API routed; a
+// route the API made to a port that file no longer has goes with its
+// port. Each such case is a Note. The result is not validated.
+func Merge(running, file Config) (Config, []Note) {
+	out := Config{Workers: file.Workers, Services: file.Services, Filters: file.Filters}
+	var notes []Note
+	api := map[string]PortSpec{}
+	for _, p := range running.Ports {
+		if p.Origin == FromAPI {
+			api[p.Name] = p
+		}
+	}
+	apiRoutes := map[netip.Prefix]RouteSpec{}
+	for _, rt := range running.Routes {
+		if rt.Origin == FromAPI {
+			apiRoutes[rt.Prefix] = rt
+		}
+	}
+	const why = "the control API made it, and a reload changes only what the configuration made; softnet ctl can remove it, and the next reload applies the configuration's"
+	ignored := map[string]bool{}
+	for _, p := range file.Ports {
+		if kept, ok := api[p.Name]; ok {
+			ignored[p.Name] = true
+			notes = append(notes, Note{"kept the API's port, not the configuration's", []any{"port", p.Name, "kept", kept.String(), "ignored", p.String(), "at", p.at, "why", why}})
+			continue
+		}
+		p.Origin = FromConfig
+		out.Ports = append(out.Ports, p)
+	}
+	for _, rt := range file.Routes {
+		switch kept, ok := apiRoutes[rt.Prefix]; {
+		case ignored[rt.Port]:
+			notes = append(notes, Note{"ignored the configuration's route to the API's port", []any{"route", rt.String(), "at", rt.at, "why", "port " + rt.Port + " is the API's, kept for the reason logged with it"}})
+		case ok:
+			notes = append(notes, Note{"kept the API's route, not the configuration's", []any{"route", rt.Prefix.String(), "kept", kept.String(), "ignored", rt.String(), "at", rt.at, "why", why}})
+		default:
+			rt.Origin = FromConfig
+			out.Routes = append(out.Routes, rt)
+		}
+	}
+	for _, p := range running.Ports {
+		if p.Origin == FromAPI {
+			out.Ports = append(out.Ports, p)
+		}
+	}
+	for _, rt := range running.Routes {
+		if rt.Origin != FromAPI {
+			continue
+		}
+		if out.portIndex(rt.Port) < 0 {
+			notes = append(notes, Note{"removing the API's route: its port is gone from the configuration", []any{"route", rt.String()}})
+			continue
+		}
+		out.Routes = append(out.Routes, rt)
+	}
+	return out, notes
 }
 
 // reload is the change Apply makes, worked out and checked before
@@ -185,12 +278,35 @@ func (lp *livePort) reloadTo(spec PortSpec) int {
 	if s == lp.spec.String() {
 		return kept
 	}
-	same := lp.spec
+	// Rate limits change live whatever the kind; its own options if it
+	// says so.
+	limits := lp.spec
+	limits.Ingress, limits.Egress = spec.Ingress, spec.Egress
+	if limits.String() == s {
+		return inPlace
+	}
+	same := limits
 	same.Options = spec.Options
 	if same.String() == s && lp.spec.Options.Live(spec.Options) {
 		return inPlace
 	}
 	return reopened
+}
+
+// change changes the running port lp into spec in place, which reloadTo
+// allows: its kind's options if they differ, its rate limits.
+func (sw *Switch) change(lp *livePort, spec PortSpec, by slog.Attr) error {
+	if !slices.Equal(lp.spec.Options.Fields(), spec.Options.Fields()) {
+		if err := lp.open.Change(spec.Options); err != nil {
+			return fmt.Errorf("port %s: %w", spec, err)
+		}
+	}
+	if err := sw.chain.police.SetLimits(lp.index, spec.Ingress, spec.Egress); err != nil {
+		return fmt.Errorf("port %s: %w", spec, err)
+	}
+	lp.spec, sw.cfg.Ports[slices.Index(sw.ports, lp)] = spec, spec
+	sw.log.Info("port changed", "port", spec.Name, "spec", spec.String(), by)
+	return nil
 }
 
 // run makes the change, in the order that keeps guests honest: routes
@@ -217,11 +333,9 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		r.done = append(r.done, "port removed: "+name)
 	}
 	for _, c := range r.changed {
-		if err := c.lp.open.Change(c.spec.Options); err != nil {
-			return fmt.Errorf("port %s: %w", c.spec, err)
+		if err := sw.change(c.lp, c.spec, by); err != nil {
+			return err
 		}
-		c.lp.spec, sw.cfg.Ports[slices.Index(sw.ports, c.lp)] = c.spec, c.spec
-		sw.log.Info("port changed", "port", c.spec.Name, "spec", c.spec.String(), by)
 		r.done = append(r.done, "port changed: "+c.spec.String())
 	}
 	// What the new configuration has is valid: so is every step on the

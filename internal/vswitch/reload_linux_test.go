@@ -181,3 +181,90 @@ func TestApplyWaitsForAClosingPort(t *testing.T) {
 	ping(t, a, b.v4)
 	stop()
 }
+
+// A reload changes what the configuration made and never what the
+// control API made: a guest added through the API keeps its device and
+// its routes across reloads that leave it out, remove another port or
+// name it otherwise, and the conflict is logged with what was kept.
+func TestApplyKeepsWhatTheAPIMade(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	gs := newGuests(t, 3)
+	a, b, c := gs[0], gs[1], gs[2]
+	var log syncBuffer
+	sw, err := Open(Config{}, Tuning{}, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSwitch(t, sw, nil)
+	text := func(gs ...*guest) string {
+		var s strings.Builder
+		for _, g := range gs {
+			fmt.Fprintf(&s, "port %s\n", g.spec(t, ""))
+			for _, r := range g.routes(t) {
+				fmt.Fprintf(&s, "route %s\n", r)
+			}
+		}
+		return s.String()
+	}
+	apply := func(text string) []string {
+		t.Helper()
+		cfg, err := ParseConfig("test.conf", strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes, err := sw.Apply(cfg, slog.Attr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return changes
+	}
+	apply(text(a, b))
+	cp := c.spec(t, "")
+	cp.Origin = FromAPI
+	if err := sw.AddPort(cp, slog.Attr{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.routes(t) {
+		r.Origin = FromAPI
+		if err := sw.AddRoute(r, slog.Attr{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range gs {
+		g.configure(t, gs)
+	}
+	ping(t, a, c.v4)
+	if changes := apply(text(a, b)); len(changes) != 0 {
+		t.Errorf("the same file again changed %q", changes)
+	}
+	if changes := apply(text(a)); !slices.Equal(changes, []string{"route removed: " + b.net4 + "=" + b.dev, "route removed: " + b.net6 + "=" + b.dev, "port removed: " + b.dev}) {
+		t.Errorf("leaving b out changed %q", changes)
+	}
+	gone(t, b)
+	ping(t, a, c.v6)
+	// The file names c, in b's namespace, and routes a's prefix... to c.
+	conflict := text(a) + "port tun:" + c.dev + ",netns=" + b.ns.Name + "\nroute 198.18.99.0/24=" + c.dev + "\n"
+	if changes := apply(conflict); len(changes) != 0 {
+		t.Errorf("a file naming the API's port changed %q", changes)
+	}
+	ping(t, a, c.v4)
+	for _, want := range []string{
+		`msg="config reload: kept the API's port, not the configuration's" port=` + c.dev + ` kept="` + cp.String() + `" ignored="tun:` + c.dev + ",netns=" + b.ns.Name + `" at=test.conf:4`,
+		`msg="config reload: ignored the configuration's route to the API's port" route="198.18.99.0/24=` + c.dev + `"`,
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, log.String())
+		}
+	}
+	var origins []string
+	for _, pv := range sw.Ports() {
+		origins = append(origins, pv.Spec.Name+" "+pv.Spec.Origin.String())
+	}
+	for _, r := range sw.Config().Routes {
+		origins = append(origins, r.String()+" "+r.Origin.String())
+	}
+	if want := []string{a.dev + " config", c.dev + " api", a.net4 + "=" + a.dev + " config", a.net6 + "=" + a.dev + " config", c.net4 + "=" + c.dev + " api", c.net6 + "=" + c.dev + " api"}; !slices.Equal(origins, want) {
+		t.Errorf("origins %q, want %q", origins, want)
+	}
+	stop()
+}

@@ -139,14 +139,20 @@ func (p PortSpec) policy(routes []RouteSpec) program.PortPolicy {
 // PoolClasses sizes the buffer pool of a switch with workers workers:
 // the pool is the workers' budget, whatever the number of ports. Each
 // worker lends the kernel up to tun.RingBuffers buffers of a class for
-// all of its RX queues, and needs as many again for the bursts it has in
-// flight and its cache; the MTU class also feeds software segmentation
-// and copies. Memory is mapped, not touched: a buffer costs RSS once a
-// packet was in it.
+// all of its TUN and TAP RX queues, and needs as many again for the
+// bursts it has in flight and its cache; the MTU class also feeds
+// software segmentation and copies, and holds what the kinds lend the
+// kernel beyond that (an AF_XDP port's fill rings: portkind.Kind.Lends).
+// Memory is mapped, not touched: a buffer costs RSS once a packet was
+// in it.
 func PoolClasses(workers int) []buffer.ClassConfig {
 	perWorker := 2 * tun.RingBuffers
+	lends := 0
+	for _, k := range kinds {
+		lends += k.Lends
+	}
 	return []buffer.ClassConfig{
-		{Room: 2048, Count: 8192 + perWorker*workers},
+		{Room: 2048, Count: 8192 + (perWorker+lends)*workers},
 		// At least four workers' worth: a worker lends at most a quarter
 		// of a class.
 		{Room: 65536 + 64, Count: 128 + perWorker*max(workers, 2)},
@@ -178,6 +184,9 @@ type Switch struct {
 	// closed, and a port of that name is added only then.
 	closingMu sync.Mutex
 	closing   map[string]chan struct{}
+	// save records each configuration before the switch runs it
+	// (SetSave); nil for none.
+	save func(Config) error
 
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
@@ -193,6 +202,7 @@ type livePort struct {
 
 // chain is the switch's own programs.
 type chain struct {
+	police *program.Policer // the ports' rate limits, both ways
 	sec    *program.PortSecurity
 	filter *program.Filter      // nil without filter rules
 	fwd    *program.L3Forwarder // for TUN ports
@@ -306,9 +316,12 @@ func (sw *Switch) build() error {
 	for i, pol := range sw.plan.Policies {
 		sw.warnNoSources(sw.cfg.Ports[i].Name, pol)
 	}
-	// Port security goes first, before the services' table too: nothing
-	// a guest sends as someone else is delivered, filtered or learned.
-	ecfg.Programs = append(ecfg.Programs, sw.chain.sec)
+	// The policer goes first, as the kernel's tc ingress comes before
+	// anything else: a guest over its rate costs no more than the drop.
+	// Port security next, before the services' table too: nothing a
+	// guest sends as someone else is delivered, filtered or learned.
+	ecfg.Programs = append(ecfg.Programs, sw.chain.police, sw.chain.sec)
+	ecfg.Egress = sw.chain.police
 	if len(sw.cfg.Services) > 0 {
 		if err := sw.openServices(); err != nil {
 			return err
@@ -421,8 +434,8 @@ func (sw *Switch) openServices() error {
 	return nil
 }
 
-// newChain builds the switch's programs: port security with the
-// policies, the filter if there are rules, then the learning bridge for
+// newChain builds the switch's programs: the policer with the ports'
+// rate limits, port security with the policies, the filter if there are rules, then the learning bridge for
 // TAP ports (each port's share of the table bounded) or the L3 forwarder
 // with the routes for TUN ports (unknown destinations dropped with
 // NO_ROUTE, TTL decremented, learning only what the policies allow); a
@@ -430,6 +443,12 @@ func (sw *Switch) openServices() error {
 func (p *Plan) newChain(log *slog.Logger) (chain, error) {
 	var c chain
 	var err error
+	c.police = program.NewPolicer()
+	for i, spec := range p.Ports {
+		if err := c.police.SetLimits(i, spec.Ingress, spec.Egress); err != nil {
+			return c, err
+		}
+	}
 	if c.sec, err = program.NewPortSecurity(p.Policies); err != nil {
 		return c, err
 	}

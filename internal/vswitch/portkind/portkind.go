@@ -17,6 +17,8 @@ package portkind
 import (
 	"log/slog"
 	"net/netip"
+	"strings"
+	"time"
 
 	"softnet.dev/buffer"
 	"softnet.dev/packet"
@@ -63,6 +65,12 @@ type Kind struct {
 	// Metrics are the metrics of the kind's own counters (Counters.Collect
 	// gives their values).
 	Metrics []*Metric
+	// Lends is the most buffers of the pool's MTU class that one worker
+	// lends the kernel for every port of the kind together, which the
+	// switch's pool holds beyond its workers' own (an AF_XDP port's fill
+	// rings); 0 for a kind that lends none beyond the TUN and TAP
+	// queues' io_uring buffers, which the pool always holds.
+	Lends int
 }
 
 // Metric is a counter of a kind's ports beyond those every port has, as
@@ -70,6 +78,8 @@ type Kind struct {
 type Metric struct {
 	Name, Help string
 	Labels     []string // after port
+	// Gauge: a value now (a state), not a counter that only grows.
+	Gauge bool
 }
 
 // Need is an option a spec must give, and the error of one without it.
@@ -82,8 +92,9 @@ type Need struct {
 type Option uint16
 
 // The options every port has: where the port's device is, its queues,
-// offloads and I/O path, and its port security (the switch's, by
-// program.PortPolicy).
+// offloads and I/O path, its port security (the switch's, by
+// program.PortPolicy) and its rate limits (the switch's, by
+// program.Policer).
 const (
 	NetNS Option = 1 << iota
 	Dev
@@ -95,8 +106,15 @@ const (
 	MAC
 	DHCPServer
 	Router
+	IngressRate
+	IngressBurst
+	EgressRate
+	EgressBurst
 
-	Every = NetNS | Dev | Queues | Offload | GRO | IO | Allow | MAC | DHCPServer | Router
+	// Limits are the rate limits, which every kind takes: the switch
+	// polices them, whatever carries the port's packets.
+	Limits = IngressRate | IngressBurst | EgressRate | EgressBurst
+	Every  = NetNS | Dev | Queues | Offload | GRO | IO | Allow | MAC | DHCPServer | Router | Limits
 )
 
 // Common are the options every port has, those its kind takes.
@@ -114,6 +132,12 @@ type Common struct {
 	MACs       [][6]byte // the source MACs a bridged port's guest may use (empty: any)
 	DHCPServer bool      // let the guest answer DHCP; off by default
 	Router     bool      // let the guest send IPv6 router advertisements; off by default
+	// Ingress limits what the switch receives from the port (what its
+	// guest sends), Egress what it sends to the port (what its guest
+	// receives): the switch's directions, as Open vSwitch's ingress
+	// policing, where the CNI bandwidth capability's are the pod's. Zero:
+	// no limit. A change of them alone is made live, without the kind.
+	Ingress, Egress program.Limit
 }
 
 // Field is an option as a spec writes it: Key=Value.
@@ -172,10 +196,31 @@ type Opened interface {
 }
 
 // Claimer is Options that claim a resource of the system no other port
-// of the kind may have, as a vhost-user port its socket: Claim says
-// what the port does with it ("listens on socket /run/vm1.sock").
+// may have, as a vhost-user port its socket: Claim says what the port
+// name with the common options c does with it ("listens on socket
+// /run/vm1.sock"). Ports of any kind that claim the same words collide:
+// kinds that use an interface claim it with InterfaceClaim.
 type Claimer interface {
-	Claim() string
+	Claim(name string, c Common) string
+}
+
+// InterfaceClaim is the claim of a port on the interface dev (the port's
+// name if empty) in the namespace netns, as every kind words it, so that
+// two ports of any kinds cannot have one interface: a namespace's name
+// and its path under /run/netns are the same namespace.
+func InterfaceClaim(name string, c Common) string {
+	dev := c.Dev
+	if dev == "" {
+		dev = name
+	}
+	ns := c.NetNS
+	switch {
+	case ns == "":
+		return "has interface " + dev
+	case !strings.HasPrefix(ns, "/"):
+		ns = "/run/netns/" + ns
+	}
+	return "has interface " + dev + " in namespace " + ns
 }
 
 // Relay is Options of a routed kind whose routes name a next hop
@@ -228,4 +273,38 @@ type Counters interface {
 	// Collect gives the values of the kind's Metrics for the port, each
 	// with its labels after the port's.
 	Collect(add func(m *Metric, v uint64, labels ...string))
+}
+
+// Stater is an Opened whose port has a state of its own beyond up or
+// down, as a vhost-user port's front-end: `softnet ctl port show` and
+// GET /v1/ports show it.
+type Stater interface {
+	State() State
+}
+
+// State is a port's state as its kind says it.
+type State struct {
+	// Summary is the state in a few words, as a table of ports shows
+	// it: "no front-end connected".
+	Summary string
+	// Fields are its parts, each a key and a value, in the order the
+	// kind shows them (JSON: an object).
+	Fields []Field
+}
+
+// Stationer is an Opened whose port keeps a table of stations of its
+// own, as a vxlan port the remote behind each MAC: `softnet ctl fdb
+// show` lists them beside the bridge's.
+type Stationer interface {
+	Stations() []Station
+}
+
+// Station is one station of a port's own table.
+type Station struct {
+	MAC [6]byte
+	// Dst is where the port sends the station's frames, in the kind's
+	// words ("198.18.0.2": a vxlan remote), or "".
+	Dst    string
+	Static bool          // configured, not learned: it does not age
+	Age    time.Duration // since it was last seen; 0 for a static one
 }

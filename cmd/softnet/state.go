@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"softnet.dev/internal/statefile"
+	"softnet.dev/internal/vswitch"
+)
+
+// DefaultState is the state file of a switch that serves the default
+// control socket: the node's switch, a root service. A switch on another
+// socket is another switch, and names its own (or none).
+const DefaultState = "/var/lib/softnet/state.json"
+
+// switchState is `softnet switch --state FILE`: the file, locked, and
+// what it held at start.
+type switchState struct {
+	file  *statefile.File
+	saved vswitch.Config
+}
+
+// openState locks the state file at path and reads it. A file that is
+// not a valid state is an error naming it and what is wrong, and the way
+// out; reset moves any file aside and starts without it.
+func openState(path string, reset bool, log *slog.Logger) (*switchState, error) {
+	f, err := statefile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st := &switchState{file: f}
+	b, err := f.Load()
+	if err == nil && b != nil {
+		st.saved, err = vswitch.ParseState(path, b)
+	}
+	switch {
+	case reset && (b != nil || err != nil):
+		aside, merr := f.MoveAside()
+		if merr != nil {
+			f.Close()
+			return nil, errors.Join(fmt.Errorf("--state-reset: %w", merr), err)
+		}
+		st.saved = vswitch.Config{}
+		log.Warn("--state-reset: starting without the state file's ports and routes; the file is kept aside", "file", path, "aside", aside, "its_error", errString(err))
+	case err != nil:
+		f.Close()
+		return nil, fmt.Errorf("%w; nothing was started (--state-reset starts without it, keeping it aside as %s.bad-TIME)", err, path)
+	}
+	return st, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "none"
+	}
+	return err.Error()
+}
+
+// merge returns the configuration the switch opens with, cfg's (the
+// file's and flags'), with what in it the saved API ports and routes
+// override, and those API ports and routes, which restore adds once the
+// switch runs. A saved state that the configuration cannot take (ports
+// of another kind than the file's) is an error naming the file.
+func (st *switchState) merge(cfg vswitch.Config, log *slog.Logger) (vswitch.Config, vswitch.Config, error) {
+	all, notes := vswitch.Merge(st.saved, cfg)
+	if err := all.Validate(); err != nil {
+		return cfg, vswitch.Config{}, fmt.Errorf("state file %s: its ports and routes with the configuration's: %w; nothing was started (--state-reset starts without them)", st.file.Path(), err)
+	}
+	for _, n := range notes {
+		log.Warn("state file: "+n.Msg, append(n.Attrs, "file", st.file.Path())...)
+	}
+	var own, api vswitch.Config
+	own, api = all, vswitch.Config{Workers: all.Workers}
+	own.Ports, own.Routes = nil, nil
+	for _, p := range all.Ports {
+		if p.Origin == vswitch.FromAPI {
+			api.Ports = append(api.Ports, p)
+		} else {
+			own.Ports = append(own.Ports, p)
+		}
+	}
+	for _, r := range all.Routes {
+		if r.Origin == vswitch.FromAPI {
+			api.Routes = append(api.Routes, r)
+		} else {
+			own.Routes = append(own.Routes, r)
+		}
+	}
+	return own, api, nil
+}
+
+// restore adds the API's ports and routes of the state to the running
+// switch. A port whose device cannot be opened (its namespace or, for a
+// kept device, the device itself went away while the switch was down)
+// is reported and skipped, with its routes; the others come up. Then the
+// state is saved as the switch runs, and every change after is saved
+// before it is acknowledged.
+func (st *switchState) restore(sw *vswitch.Switch, api vswitch.Config, log *slog.Logger) error {
+	by := slog.Group("by", "state", st.file.Path())
+	skipped := map[string]bool{}
+	for _, p := range api.Ports {
+		if err := sw.AddPort(p, by); err != nil {
+			skipped[p.Name] = true
+			log.Error("state file: port skipped; its routes too", "port", p.Name, "spec", p.String(), "err", err, "file", st.file.Path())
+		}
+	}
+	for _, r := range api.Routes {
+		if skipped[r.Port] {
+			continue
+		}
+		if err := sw.AddRoute(r, by); err != nil {
+			log.Error("state file: route skipped", "route", r.String(), "err", err, "file", st.file.Path())
+		}
+	}
+	if err := st.file.Save(sw.Config().MarshalState()); err != nil {
+		return err
+	}
+	sw.SetSave(func(cfg vswitch.Config) error { return st.file.Save(cfg.MarshalState()) })
+	if len(api.Ports)+len(api.Routes) > 0 {
+		log.Info("state restored", "file", st.file.Path(), "ports", len(api.Ports)-len(skipped), "skipped", len(skipped), "routes", len(api.Routes))
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package vswitch
+
+import (
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A state reads back as the configuration it was written from, origins
+// included.
+func TestStateRoundTrip(t *testing.T) {
+	cfg, err := ParseConfig("f", strings.NewReader("workers 2\nport tun:a,queues=2\nport tun:b,netns=x,allow=198.18.0.0/16\nroute 198.18.1.0/24=a\nroute 198.18.2.0/24=b\nservice udp-echo:198.18.0.1:7\nfilter deny proto=udp dport=53\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Ports[1].Origin, cfg.Routes[1].Origin = FromAPI, FromAPI
+	got, err := ParseState("s", cfg.MarshalState())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Text() != cfg.Text() || got.Ports[0].Origin != FromConfig || got.Ports[1].Origin != FromAPI || got.Routes[1].Origin != FromAPI || got.Routes[0].Origin != FromConfig {
+		t.Errorf("read back\n%s%v, want\n%s", got.Text(), got, cfg.Text())
+	}
+}
+
+// Each change is saved before it is made, and one that cannot be saved
+// is refused (ErrState) and not made; a change the switch refuses is
+// not saved.
+func TestSwitchSavesBeforeChanging(t *testing.T) {
+	sw, err := Open(Config{}, Tuning{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := sw.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	var saved []string
+	fail := false
+	sw.SetSave(func(cfg Config) error {
+		if fail {
+			return errors.New("disk full")
+		}
+		var names []string
+		for _, p := range cfg.Ports {
+			names = append(names, p.Name)
+		}
+		saved = append(saved, strings.Join(names, " "))
+		return nil
+	})
+	dir := t.TempDir()
+	vp := func(name string) PortSpec {
+		p := mustParse(t, "vhost-user:"+name+",socket="+filepath.Join(dir, name))
+		p.Origin = FromAPI
+		return p
+	}
+	for _, n := range []string{"v1", "v2"} {
+		if err := sw.AddPort(vp(n), slog.Attr{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sw.AddPort(vp("v1"), slog.Attr{}); !errors.Is(err, ErrExists) {
+		t.Errorf("a second v1: %v", err)
+	}
+	fail = true
+	if err := sw.AddPort(vp("v3"), slog.Attr{}); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("add, not saved: %v", err)
+	}
+	if err := sw.RemovePort("v1", slog.Attr{}); !errors.Is(err, ErrState) {
+		t.Errorf("remove, not saved: %v", err)
+	}
+	fail = false
+	if err := sw.RemovePort("v2", slog.Attr{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"v1", "v1 v2", "v1"}; !slices.Equal(saved, want) {
+		t.Errorf("saved %q, want %q", saved, want)
+	}
+	var names []string
+	for _, pv := range sw.Ports() {
+		names = append(names, pv.Spec.Name+" "+pv.Spec.Origin.String())
+	}
+	if !slices.Equal(names, []string{"v1 api"}) {
+		t.Errorf("ports %q", names)
+	}
+}
+
+func mustParse(t *testing.T, spec string) PortSpec {
+	t.Helper()
+	p, err := ParsePort(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
