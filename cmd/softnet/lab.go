@@ -105,11 +105,14 @@ openvswitch-switch-dpdk; skipped with a message when it is not installed):
 a netdev bridge of two dpdkvhostuser ports, the NORMAL action, one PMD
 thread on CPU 0. Lab runs its own ovsdb-server and ovs-vswitchd, in a run
 directory and a network namespace of their own, and never touches a
-system Open vSwitch. --vhost-backends picks some of the three. It reports
+system Open vSwitch. --vhost-backends picks some of the three;
+--vhost-unpinned leaves softnet's worker to the scheduler. It reports
 Mpps, Gbit/s, each back-end's CPU time per packet (the process's and its
-forwarding thread's), Open vSwitch's flow-cache hits and cycles per
-packet, allocations per packet, the ports' drops, softnet's worker rounds
-and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
+forwarding thread's), where its forwarding thread and the front-end's ran
+(CPUs sampled every 10 ms, context switches), Open vSwitch's flow-cache
+hits and cycles per packet, allocations per packet, the ports' drops,
+softnet's worker rounds and sleeps, and softnet's TUN path at 64 bytes in
+the same run. It takes
 512 MiB of 2 MiB hugepages, and 256 MiB more for Open vSwitch
 (vm.nr_hugepages raised by as much, lowered after).`,
 		Example: `  sudo softnet lab
