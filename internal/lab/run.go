@@ -67,6 +67,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		return rep, err
 	}
+	if o.Bandwidth {
+		rep.Options = o
+		err := runBandwidth(ctx, o, rep)
+		if cerr := ctx.Err(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
+		}
+		return rep, err
+	}
 	if o.Vhost {
 		rep.Options = o
 		err := runVhost(ctx, o, gen, rep)

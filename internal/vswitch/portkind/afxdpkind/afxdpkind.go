@@ -19,7 +19,7 @@ var Kind = portkind.Kind{
 	Name:     "afxdp",
 	Synopsis: "afxdp:NAME",
 	Keys:     []string{"mode", "zero-copy", "frame-size", "rx-ring", "tx-ring", "fill-ring", "completion-ring"},
-	Takes:    portkind.NetNS | portkind.Dev | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	Takes:    portkind.NetNS | portkind.Dev | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap devices, not to afxdp ports (AF_XDP frames carry no offloads)",
 	Help: `  afxdp:NAME[,mode=native|generic][,zero-copy=on|off][,frame-size=N]
        [,rx-ring=N][,tx-ring=N][,fill-ring=N][,completion-ring=N]
