@@ -128,7 +128,17 @@ reference CNI bandwidth plugin (containernetworking/plugins v1.10.0,
 built at run time with go install from the module proxy, or
 --bandwidth-plugin PATH) with the same limits. It reports each rate
 received over the set rate, softnet's TCP goodput over tc's and its
-policer's drops.`,
+policer's drops.
+
+With --afxdp lab measures afxdp ports on the veth topology of a pod
+network: two guests, each with a veth whose host end is in a host
+namespace, joined there by (a) softnet's afxdp ports (one worker), (b)
+the kernel's bridge, the reference, and (c) Open vSwitch's afxdp netdev
+(type=afxdp, native XDP, a netdev bridge without DPDK; Debian package
+openvswitch-switch-dpdk, skipped with a message when it is not
+installed), and (d) softnet's TAP path, TAP devices in the guests. Modes
+udp64 and tcp by default. Then it measures the idle CPU of a switch with
+100 afxdp ports on veths.`,
 		Example: `  sudo softnet lab
   sudo softnet lab --ladder --plot ladder.svg
   sudo softnet lab --duration 5s --modes udp --json > udp.jsonl
@@ -138,6 +148,7 @@ policer's drops.`,
   sudo softnet lab --ports 250 --workers 2 --io syscall --tap
   sudo softnet lab --overlay --overlay-mode both --runs 3
   sudo softnet lab --overlay --overlay-mode l3 --underlay-ipv6 --json
+  sudo softnet lab --afxdp --duration 5s
   sudo softnet lab --vhost --duration 10s
   sudo softnet lab --bandwidth --duration 5s
   sudo softnet lab --vhost --vhost-backends softnet,ovs-dpdk`,
@@ -180,10 +191,20 @@ policer's drops.`,
 				opts.BandwidthRates = append(opts.BandwidthRates, n)
 			}
 			if opts.Bandwidth {
-				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "modes", "ladder", "plot", "ipv6", "pdr-steps", "pdr-trial", "runs", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "vhost-unpinned", "traffic"} {
+				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "modes", "ladder", "plot", "ipv6", "pdr-steps", "pdr-trial", "runs", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "vhost-unpinned", "afxdp", "traffic"} {
 					if cmd.Flags().Changed(name) {
 						return usageError{fmt.Errorf("--%s does not apply to --bandwidth (its configurations and traffic are its own)", name)}
 					}
+				}
+			}
+			if opts.AFXDP {
+				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "ladder", "plot", "pdr-steps", "pdr-trial", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "vhost-unpinned", "bandwidth"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply to --afxdp (its configurations are its own)", name)}
+					}
+				}
+				if !cmd.Flags().Changed("modes") {
+					ms = lab.AFXDPModes
 				}
 			}
 			if opts.Vhost {
@@ -225,7 +246,7 @@ policer's drops.`,
 				defer stop()
 			}
 			rep, runErr := lab.Run(cmd.Context(), opts)
-			if rep != nil && (len(rep.Variants) > 0 || rep.Ports != nil || len(rep.Overlay) > 0 || rep.Vhost != nil || rep.Bandwidth != nil) {
+			if rep != nil && (len(rep.Variants) > 0 || rep.Ports != nil || len(rep.Overlay) > 0 || rep.Vhost != nil || rep.Bandwidth != nil || rep.AFXDP != nil) {
 				if err := writeLabReport(cmd.OutOrStdout(), rep, asJSON, jsonFile, plot); err != nil {
 					return errors.Join(runErr, err)
 				}
@@ -263,6 +284,7 @@ policer's drops.`,
 	f.BoolVar(&overlay, "overlay", false, "measure guests across two hosts over VXLAN instead of the variants")
 	f.StringVar(&overlayMode, "overlay-mode", "l2", "--overlay: l2 (bridged), l3 (routed) or both")
 	f.BoolVar(&opts.UnderlayIPv6, "underlay-ipv6", false, "--overlay: an IPv6 underlay (2001:db8:100::/64) instead of IPv4")
+	f.BoolVar(&opts.AFXDP, "afxdp", false, "measure afxdp ports on two guests' veths against softnet's TAP path, the kernel's bridge and Open vSwitch's afxdp netdev, and a switch of 100 idle afxdp ports, instead of the variants")
 	f.BoolVar(&opts.Vhost, "vhost", false, "measure vhost-user ports with DPDK's testpmd against DPDK's own back-end and Open vSwitch with DPDK instead of the variants")
 	f.StringSliceVar(&opts.VhostBackends, "vhost-backends", nil, "--vhost: the back-ends to measure, of softnet, dpdk-vhost and ovs-dpdk (default all)")
 	f.BoolVar(&opts.VhostUnpinned, "vhost-unpinned", false, "--vhost: leave softnet's worker to the scheduler (softnet switch without --cpus) instead of pinning it to CPU 0")

@@ -40,6 +40,9 @@ func (r *Report) Goals() []Goal {
 	if r.Bandwidth != nil {
 		return r.Bandwidth.goals()
 	}
+	if r.AFXDP != nil {
+		return r.AFXDP.goals(r.Options.Modes)
+	}
 	ref := reference(r.Options)
 	var out []Goal
 	for _, m := range r.Options.Modes {

@@ -204,6 +204,13 @@ type Options struct {
 	BandwidthRates  []uint64
 	BandwidthBurst  time.Duration
 	BandwidthPlugin string
+	// AFXDP, if set, runs the AF_XDP measurement (afxdp.go) instead of
+	// the variants: two guests' veths joined by softnet's afxdp ports,
+	// the kernel's bridge and Open vSwitch's afxdp netdev, and softnet's
+	// TAP path; then a switch of AFXDPIdlePorts idle afxdp ports.
+	// SoftnetBinary is the switch's executable, as for Overlay. Default
+	// modes: AFXDPModes.
+	AFXDP bool
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -224,6 +231,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.Modes) == 0 {
 		o.Modes = DefaultModes
+		if o.AFXDP {
+			o.Modes = AFXDPModes
+		}
 	}
 	if o.Traffic == "" {
 		o.Traffic = TrafficAuto
@@ -299,6 +309,9 @@ func (o Options) validate() error {
 	if err := o.validateOverlay(); err != nil {
 		return err
 	}
+	if err := o.validateAFXDP(); err != nil {
+		return err
+	}
 	if err := o.validatePorts(); err != nil {
 		return err
 	}
@@ -324,8 +337,8 @@ func (o Options) validateBandwidth() error {
 		return fmt.Errorf("bandwidth rates and plugin without a bandwidth run")
 	case !o.Bandwidth:
 		return nil
-	case o.Ports > 0 || len(o.Overlay) > 0 || o.Vhost || o.Ladder:
-		return fmt.Errorf("bandwidth is a run of its own: give it without ports, overlay, vhost or ladder")
+	case o.Ports > 0 || len(o.Overlay) > 0 || o.Vhost || o.Ladder || o.AFXDP:
+		return fmt.Errorf("bandwidth is a run of its own: give it without ports, overlay, vhost, afxdp or ladder")
 	case o.Runs > 1:
 		return fmt.Errorf("runs %d: a bandwidth run measures each limit once", o.Runs)
 	}
@@ -370,10 +383,36 @@ func (o Options) validateVhost() error {
 	return nil
 }
 
+// validateAFXDP checks that an AF_XDP run is asked for alone, with
+// modes that apply to it.
+func (o Options) validateAFXDP() error {
+	if !o.AFXDP {
+		return nil
+	}
+	switch {
+	case o.Ports > 0:
+		return fmt.Errorf("afxdp and ports are two different runs: give one")
+	case len(o.Overlay) > 0:
+		return fmt.Errorf("afxdp and overlay are two different runs: give one")
+	case o.Vhost:
+		return fmt.Errorf("afxdp and vhost are two different runs: give one")
+	case o.Ladder:
+		return fmt.Errorf("afxdp and ladder are two different runs: give one")
+	case o.TAP:
+		return fmt.Errorf("tap does not apply to afxdp: softnet's TAP path is one of its configurations")
+	}
+	for _, m := range o.Modes {
+		if m.kind() != kindUDP && m.kind() != kindTCP || m == UDPGSO {
+			return fmt.Errorf("mode %s does not apply to afxdp: want udp, udp64, tcp or tcp4", m)
+		}
+	}
+	return nil
+}
+
 // validateOverlay checks the options of the overlay measurement.
 func (o Options) validateOverlay() error {
 	if len(o.Overlay) == 0 {
-		if o.UnderlayIPv6 || o.SoftnetBinary != "" {
+		if o.UnderlayIPv6 || o.SoftnetBinary != "" && !o.AFXDP {
 			return fmt.Errorf("underlay-ipv6 and the softnet binary apply to the overlay measurement only (overlay)")
 		}
 		return nil

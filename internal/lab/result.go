@@ -135,6 +135,7 @@ type Report struct {
 	Overlay    []*OverlayResult // the overlay measurement (Options.Overlay), instead of variants
 	Vhost      *VhostResult     // the vhost-user measurement (Options.Vhost), instead of variants
 	Bandwidth  *BandwidthResult // the bandwidth measurement (Options.Bandwidth), instead of variants
+	AFXDP      *AFXDPResult     // the AF_XDP measurement (Options.AFXDP), instead of variants
 	Namespaces []string         // every namespace the run created (all removed)
 }
 

@@ -53,6 +53,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	if r.Bandwidth != nil {
 		return writeBandwidthTable(w, r)
 	}
+	if r.AFXDP != nil {
+		return writeAFXDPTable(w, r)
+	}
 	o := r.Options
 	ports := "TUN ports, L3 forwarder"
 	if o.TAP {

@@ -34,7 +34,8 @@ var Kind = portkind.Kind{
             (default: the MTU's; longer ones arrive in pieces), and
             the rings have 64 to 16384 entries (default 512). Its
             interface needs a receive queue per worker. It takes
-            netns, dev, queues, allow, mac, dhcp-server and router
+            netns, dev, queues, allow, mac, dhcp-server, router and
+            the rate limits
 `,
 	New:         func() portkind.Options { return &Options{} },
 	NewCounters: func() portkind.Counters { return &Counters{} },
