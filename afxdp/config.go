@@ -64,9 +64,9 @@ const (
 	// machine (NOMEM, and the sender retransmitted), not of 2048.
 	DefaultRing   = 512
 	DefaultRxRing = 2048
-	minRing     = 64
-	maxRing     = 16384
-	maxQueues   = 256
+	minRing       = 64
+	maxRing       = 16384
+	maxQueues     = 256
 	// ethOverhead is what a frame adds to the MTU: the Ethernet header
 	// and one 802.1Q tag.
 	ethOverhead = 18
