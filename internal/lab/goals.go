@@ -37,6 +37,9 @@ func (r *Report) Goals() []Goal {
 	if r.Vhost != nil {
 		return r.Vhost.goals()
 	}
+	if r.Bandwidth != nil {
+		return r.Bandwidth.goals()
+	}
 	if r.AFXDP != nil {
 		return r.AFXDP.goals(r.Options.Modes)
 	}

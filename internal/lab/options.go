@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"softnet.dev/internal/vswitch"
+	"softnet.dev/program"
 	"softnet.dev/tun"
 )
 
@@ -185,6 +187,23 @@ type Options struct {
 	// vSwitch skipped when it is not installed).
 	Vhost         bool
 	VhostBackends []string
+	// VhostUnpinned leaves softnet's worker to the scheduler, as
+	// `softnet switch` without --cpus, instead of pinning it to the CPU
+	// the other back-ends' forwarding threads have: to see where it runs
+	// (VhostRun.Placement) and what that does to the rate.
+	VhostUnpinned bool
+	// Bandwidth, if set, runs the bandwidth measurement (bandwidth.go)
+	// instead of the variants: iperf3 TCP and UDP both ways through
+	// softnet's rate limits and the reference CNI bandwidth plugin's tc
+	// on a veth pair, at each of BandwidthRates (bits per second; default
+	// DefaultBandwidthRates). BandwidthPlugin is the plugin's executable;
+	// by default the run builds it from the Go module proxy.
+	// BandwidthBurst, if not zero, is each limit's burst as a time at its
+	// rate; zero is softnet's default burst (vswitch.DefaultBurst).
+	Bandwidth       bool
+	BandwidthRates  []uint64
+	BandwidthBurst  time.Duration
+	BandwidthPlugin string
 	// AFXDP, if set, runs the AF_XDP measurement (afxdp.go) instead of
 	// the variants: two guests' veths joined by softnet's afxdp ports,
 	// the kernel's bridge and Open vSwitch's afxdp netdev, and softnet's
@@ -238,6 +257,9 @@ func (o Options) withDefaults() (Options, error) {
 		if o.PortsChurn == 0 {
 			o.PortsChurn = DefaultPortsChurn
 		}
+	}
+	if o.Bandwidth && len(o.BandwidthRates) == 0 {
+		o.BandwidthRates = DefaultBandwidthRates
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -293,7 +315,42 @@ func (o Options) validate() error {
 	if err := o.validatePorts(); err != nil {
 		return err
 	}
+	if err := o.validateBandwidth(); err != nil {
+		return err
+	}
 	return o.validateVhost()
+}
+
+// bandwidthBurst is the burst of a limit at rate, in bits.
+func (o Options) bandwidthBurst(rate uint64) uint64 {
+	if o.BandwidthBurst == 0 {
+		return vswitch.DefaultBurst(rate)
+	}
+	return uint64(float64(rate) * o.BandwidthBurst.Seconds())
+}
+
+// validateBandwidth checks that a bandwidth run is asked for alone, at
+// rates softnet's ports take.
+func (o Options) validateBandwidth() error {
+	switch {
+	case !o.Bandwidth && (len(o.BandwidthRates) > 0 || o.BandwidthPlugin != "" || o.BandwidthBurst != 0):
+		return fmt.Errorf("bandwidth rates and plugin without a bandwidth run")
+	case !o.Bandwidth:
+		return nil
+	case o.Ports > 0 || len(o.Overlay) > 0 || o.Vhost || o.Ladder || o.AFXDP:
+		return fmt.Errorf("bandwidth is a run of its own: give it without ports, overlay, vhost, afxdp or ladder")
+	case o.Runs > 1:
+		return fmt.Errorf("runs %d: a bandwidth run measures each limit once", o.Runs)
+	}
+	if o.BandwidthBurst < 0 || o.BandwidthBurst > 10*time.Second {
+		return fmt.Errorf("bandwidth burst %v: want up to 10s of the rate", o.BandwidthBurst)
+	}
+	for _, r := range o.BandwidthRates {
+		if err := (program.Limit{Rate: r, Burst: o.bandwidthBurst(r)}).Valid(); err != nil {
+			return fmt.Errorf("bandwidth rate: %w", err)
+		}
+	}
+	return nil
 }
 
 // validateVhost checks that a vhost-user run is asked for alone: its
@@ -310,6 +367,8 @@ func (o Options) validateVhost() error {
 	switch {
 	case !o.Vhost && len(o.VhostBackends) > 0:
 		return fmt.Errorf("vhost back-ends %s without a vhost run", strings.Join(o.VhostBackends, ","))
+	case !o.Vhost && o.VhostUnpinned:
+		return fmt.Errorf("vhost-unpinned without a vhost run")
 	case !o.Vhost:
 		return nil
 	case o.Ports > 0:

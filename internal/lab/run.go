@@ -68,6 +68,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		return rep, err
 	}
+	if o.Bandwidth {
+		rep.Options = o
+		err := runBandwidth(ctx, o, rep)
+		if cerr := ctx.Err(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
+		}
+		return rep, err
+	}
 	if o.AFXDP {
 		rep.Options = o
 		err := runAFXDP(ctx, o, gen, rep)
