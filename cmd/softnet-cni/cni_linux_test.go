@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -84,6 +85,7 @@ type node struct {
 	netDir  string
 	ipamDir string
 	conf    map[string]any // the plugin's configuration
+	cniArgs string         // CNI_ARGS for cnitool, as a runtime sets them
 	capArgs string         // cnitool's CAP_ARGS: the runtime's capability arguments
 
 	// switchConf is what the switch starts with, in the lines of
@@ -291,7 +293,7 @@ func (n *node) cnitool(cmd, netns, ifname string) (string, error) {
 }
 
 // cnitoolIn runs cnitool for network inside the namespace in (nil: the
-// test's own).
+// test's own), with CNI_ARGS n.cniArgs.
 func (n *node) cnitoolIn(in *netnstest.NS, network, cmd, netns, ifname string) (string, error) {
 	args := []string{filepath.Join(n.bin, "cnitool"), cmd, network, netns}
 	if in != nil {
@@ -299,6 +301,9 @@ func (n *node) cnitoolIn(in *netnstest.NS, network, cmd, netns, ifname string) (
 	}
 	c := exec.Command(args[0], args[1:]...)
 	c.Env = append(os.Environ(), "CNI_PATH="+n.bin, "NETCONFPATH="+n.netDir, "CNI_IFNAME="+ifname)
+	if n.cniArgs != "" {
+		c.Env = append(c.Env, "CNI_ARGS="+n.cniArgs)
+	}
 	if n.capArgs != "" {
 		c.Env = append(c.Env, "CAP_ARGS="+n.capArgs)
 	}
@@ -580,6 +585,30 @@ func TestLifecycle(t *testing.T) {
 
 // Spec versions 0.4.0 and 1.0.0 get results of their version; a TAP
 // switch bridges pods on one subnet.
+// A runtime's pod (CNI_ARGS) stays with the port: the API lists it and
+// softnet_port_info joins the port to it, with its namespace and device.
+func TestPodOfPort(t *testing.T) {
+	n := newNode(t, "tun", "198.18.7.0/24")
+	pod := netnstest.New(t)
+	id := strings.Repeat("9e", 32)
+	n.cniArgs = "IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-7f9c-x2;K8S_POD_INFRA_CONTAINER_ID=" + id + ";K8S_POD_UID=2b0a"
+	n.add(pod, "eth0")
+	p, ok := n.portOf(pod, "eth0")
+	if want := (vswitch.Pod{Namespace: "shop", Name: "web-7f9c-x2", InfraContainerID: id}); !ok || p.Pod == nil || *p.Pod != want {
+		t.Errorf("port %+v (found %v): want pod %+v", p, ok, want)
+	}
+	if n.sw != nil { // the switch in this process: scrape it
+		rec := httptest.NewRecorder()
+		control.MetricsHandler(n.sw).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		want := fmt.Sprintf(`softnet_port_info{dev="eth0",kind="tun",netns=%q,pod="web-7f9c-x2",pod_namespace="shop",port=%q} 1`, nsPath(pod), p.Name)
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("/metrics has no %s:\n%s", want, rec.Body.String())
+		}
+	}
+	n.mustRun("del", pod, "eth0")
+	n.wantEmpty()
+}
+
 func TestVersionsAndTAP(t *testing.T) {
 	netnstest.RequireTools(t, "ping")
 	n := newNode(t, "tap", "198.18.5.0/24")
@@ -609,6 +638,80 @@ func TestVersionsAndTAP(t *testing.T) {
 		n.mustRun("del", p, "eth0")
 	}
 	n.wantEmpty()
+}
+
+// veth mode: each pod's eth0 is a veth the plugin makes, whose host end
+// is an afxdp port of the switch. Pods reach each other by ping and by
+// TCP (through the switch's software checksums: the pods keep their
+// offloads), CHECK passes and notices a pod's veth replaced, DEL removes
+// the port and the veth, twice over, and GC the ports of attachments
+// that are gone.
+func TestVeth(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "ip")
+	n := newNode(t, "veth", "198.18.11.0/24")
+	pods := []*netnstest.NS{netnstest.New(t), netnstest.New(t), netnstest.New(t)}
+	var addrs []net.IP
+	for _, p := range pods {
+		res := n.add(p, "eth0")
+		if len(res.Interfaces) != 2 || res.Interfaces[0].Mac == "" || res.Interfaces[1].Sandbox != "" {
+			t.Errorf("veth mode's interfaces: %+v", res.Interfaces)
+		}
+		addrs = append(addrs, ipOf(t, res, true))
+		n.mustRun("check", p, "eth0")
+		pt, ok := n.portOf(p, "eth0")
+		if !ok || !strings.HasPrefix(pt.Spec, "afxdp:") || pt.Down {
+			t.Fatalf("the pod's port: %+v (found %v)", pt, ok)
+		}
+		if out, err := exec.Command("ip", "link", "show", pt.Name).CombinedOutput(); err != nil || !strings.Contains(string(out), "prog/xdp") {
+			t.Errorf("host end %s of the pod's veth (%v):\n%s", pt.Name, err, out)
+		}
+	}
+	ping(t, pods[0], addrs[1])
+	ping(t, pods[1], addrs[0])
+	transfer(t, pods[0], pods[1], addrs[1], 4<<20)
+	transfer(t, pods[1], pods[0], addrs[0], 4<<20)
+
+	// GC keeps the valid attachments' ports and veths.
+	keep := []types.GCAttachment{{ContainerID: cnitoolID(nsPath(pods[0])), IfName: "eth0"}, {ContainerID: cnitoolID(nsPath(pods[1])), IfName: "eth0"}}
+	gone, _ := n.portOf(pods[2], "eth0")
+	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, t.TempDir(), nil)
+	list, err := libcni.ConfListFromFile(filepath.Join(n.netDir, "net.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: keep}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if _, ok := n.portOf(pods[2], "eth0"); ok {
+		t.Error("GC left the port of an attachment that is not valid")
+	}
+	if out, err := exec.Command("ip", "link", "show", gone.Name).CombinedOutput(); err == nil {
+		t.Errorf("GC left the host end of an attachment that is not valid:\n%s", out)
+	}
+	ping(t, pods[0], addrs[1])
+	n.mustRun("del", pods[2], "eth0") // its IPAM lease
+
+	for _, p := range pods[:2] {
+		n.mustRun("del", p, "eth0")
+		n.mustRun("del", p, "eth0") // again: nothing to do
+		if hasLink(t, p, "eth0") {
+			t.Errorf("%s: eth0 left after DEL", p.Name)
+		}
+	}
+	n.wantEmpty()
+	n.wantNoVeths()
+}
+
+// wantNoVeths: no host end of the network's veths is left.
+func (n *node) wantNoVeths() {
+	n.t.Helper()
+	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").CombinedOutput()
+	if err != nil {
+		n.t.Fatalf("ip link: %v\n%s", err, out)
+	}
+	if prefix := networkPrefix(n.network); strings.Contains(string(out), prefix) {
+		n.t.Errorf("veths of the network left behind:\n%s", out)
+	}
 }
 
 // Two nodes, each a namespace with its end of a veth underlay and a
@@ -769,6 +872,11 @@ func TestBadInput(t *testing.T) {
 		// Names Linux refuses that the CNI library lets through.
 		{"ifname with byte 0xa0", env("ADD", map[string]string{"CNI_IFNAME": "e\xa0"}), good, types.ErrInvalidEnvironmentVariables, "Linux refuses"},
 		{"ifname pattern", env("ADD", map[string]string{"CNI_IFNAME": "eth%d"}), good, types.ErrInvalidEnvironmentVariables, "patterns"},
+		// A pod's names become labels of the switch's metrics: one no
+		// runtime could have made is refused before anything is added.
+		{"pod name injecting a label", env("ADD", map[string]string{"CNI_ARGS": "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web\"} softnet_port_up{port=\"x"}), good, types.ErrInvalidEnvironmentVariables, "pod name"},
+		{"pod name with a newline", env("ADD", map[string]string{"CNI_ARGS": "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web\nsoftnet_port_up 1"}), good, types.ErrInvalidEnvironmentVariables, "pod name"},
+		{"pod without namespace", env("ADD", map[string]string{"CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAME=web"}), good, types.ErrInvalidEnvironmentVariables, "a namespace and a name"},
 		{"netns with an option", env("ADD", map[string]string{"CNI_NETNS": "/var/run/netns/x,router=on"}), good, types.ErrInvalidEnvironmentVariables, "without commas"},
 		{"incompatible version", env("ADD", nil), n.stdin("9.9.9", nil), types.ErrIncompatibleCNIVersion, "incompatible"},
 		{"GC before 1.1.0", env("GC", nil), n.stdin("1.0.0", nil), types.ErrIncompatibleCNIVersion, "GC"},
@@ -894,12 +1002,18 @@ func TestAddDelCycles(t *testing.T) {
 // run 10 at a time as a kubelet runs them: every pod reaches every
 // other; then drained the same way, leaving nothing. The time per ADD
 // and DEL (cnitool's, with host-local) is logged.
-func TestNodeOf110Pods(t *testing.T) {
+func TestNodeOf110Pods(t *testing.T) { nodeOf110Pods(t, "tun", "198.18.8.0/24") }
+
+// The same node in veth mode: 110 veth pairs, their host ends 110 afxdp
+// ports, and nothing of them left after DEL.
+func TestNodeOf110VethPods(t *testing.T) { nodeOf110Pods(t, "veth", "198.18.10.0/24") }
+
+func nodeOf110Pods(t *testing.T, mode, subnet string) {
 	if testing.Short() {
 		t.Skip("110 namespaces: not with -short")
 	}
 	const pods, parallel = 110, 10
-	n := newNode(t, "tun", "198.18.8.0/24")
+	n := newNode(t, mode, subnet)
 	if *compare {
 		n.startProcess()
 	}
@@ -923,7 +1037,13 @@ func TestNodeOf110Pods(t *testing.T) {
 	if ports, _, leases := n.state(); len(ports) != pods || len(leases) != pods {
 		t.Fatalf("%d ports and %d leases for %d pods", len(ports), len(leases), pods)
 	}
-	reach(t, ns, addrs, func(from, to int) bool { return true })
+	if mode == "veth" {
+		// Bridged, as the reference bridge is below: every pod and pod 0,
+		// for the kernel's neighbour table.
+		reach(t, ns, addrs, func(from, to int) bool { return from == 0 || to == 0 })
+	} else {
+		reach(t, ns, addrs, func(from, to int) bool { return true })
+	}
 	var rss, peak int
 	if *compare {
 		rss, peak = n.memory()
@@ -933,7 +1053,10 @@ func TestNodeOf110Pods(t *testing.T) {
 		return err
 	})
 	n.wantEmpty()
-	t.Logf("softnet-cni: %d pods, %d at a time: ADD p50 %v p99 %v; DEL p50 %v p99 %v", pods, parallel,
+	if mode == "veth" {
+		n.wantNoVeths()
+	}
+	t.Logf("softnet-cni %s: %d pods, %d at a time: ADD p50 %v p99 %v; DEL p50 %v p99 %v", mode, pods, parallel,
 		percentile(addTimes, 50), percentile(addTimes, 99), percentile(delTimes, 50), percentile(delTimes, 99))
 	n.stop()
 	if *compare {

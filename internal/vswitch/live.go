@@ -179,7 +179,9 @@ func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by 
 // removes them (the default again). Only what changes in place, as a
 // reload would change it (its rate limits; the kind's own options that
 // its kind takes live), is taken; anything else is ErrRestart: remove
-// the port and add it again. It returns the port's spec now.
+// the port and add it again. The change keeps the port's origin: a
+// reload sets a port the configuration made back to the file's options.
+// It returns the port's spec now.
 func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (PortSpec, error) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -207,7 +209,7 @@ func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (
 	if err != nil {
 		return PortSpec{}, fmt.Errorf("port %s: %w: %w", name, ErrInvalid, err)
 	}
-	spec.at = lp.spec.at
+	spec.at, spec.Origin = lp.spec.at, lp.spec.Origin
 	switch lp.reloadTo(spec) {
 	case kept:
 		return spec, nil
@@ -219,7 +221,14 @@ func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (
 	if err := next.Validate(); err != nil {
 		return PortSpec{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return spec, sw.change(lp, spec, by)
+	if err := sw.persist(next); err != nil {
+		return PortSpec{}, err
+	}
+	if err := sw.change(lp, spec, by); err != nil {
+		sw.unpersist()
+		return PortSpec{}, err
+	}
+	return spec, nil
 }
 
 // RemovePort removes the named port while the switch runs: its routes go

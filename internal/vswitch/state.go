@@ -28,6 +28,7 @@ type stateJSON struct {
 type stateItem struct {
 	Spec   string `json:"spec"`
 	Origin Origin `json:"origin"`
+	Pod    *Pod   `json:"pod,omitempty"` // a port's, if it has one
 }
 
 // MarshalState returns cfg as a state file holds it: every port, route,
@@ -36,10 +37,15 @@ func (cfg Config) MarshalState() []byte {
 	s := stateJSON{Version: stateVersion, Workers: cfg.Workers,
 		Ports: []stateItem{}, Routes: []stateItem{}, Services: []string{}, Filters: []string{}}
 	for _, p := range cfg.Ports {
-		s.Ports = append(s.Ports, stateItem{p.String(), p.Origin})
+		it := stateItem{Spec: p.String(), Origin: p.Origin}
+		if !p.Pod.IsZero() {
+			pod := p.Pod
+			it.Pod = &pod
+		}
+		s.Ports = append(s.Ports, it)
 	}
 	for _, r := range cfg.Routes {
-		s.Routes = append(s.Routes, stateItem{r.String(), r.Origin})
+		s.Routes = append(s.Routes, stateItem{Spec: r.String(), Origin: r.Origin})
 	}
 	for _, sv := range cfg.Services {
 		s.Services = append(s.Services, sv.String())
@@ -77,6 +83,9 @@ func ParseState(name string, b []byte) (Config, error) {
 			continue
 		}
 		p.Origin = it.Origin
+		if it.Pod != nil {
+			p.Pod = *it.Pod // checked with the rest by Validate
+		}
 		cfg.Ports = append(cfg.Ports, p)
 	}
 	for i, it := range s.Routes {

@@ -7,22 +7,30 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"softnet.dev/internal/vswitch/portkind"
 )
 
 // A state reads back as the configuration it was written from, origins
-// included.
+// and pods included; a pod that is not a pod's name is refused.
 func TestStateRoundTrip(t *testing.T) {
 	cfg, err := ParseConfig("f", strings.NewReader("workers 2\nport tun:a,queues=2\nport tun:b,netns=x,allow=198.18.0.0/16\nroute 198.18.1.0/24=a\nroute 198.18.2.0/24=b\nservice udp-echo:198.18.0.1:7\nfilter deny proto=udp dport=53\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Ports[1].Origin, cfg.Routes[1].Origin = FromAPI, FromAPI
+	cfg.Ports[1].Pod = Pod{Namespace: "shop", Name: "web-0", InfraContainerID: "9e9e"}
 	got, err := ParseState("s", cfg.MarshalState())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Text() != cfg.Text() || got.Ports[0].Origin != FromConfig || got.Ports[1].Origin != FromAPI || got.Routes[1].Origin != FromAPI || got.Routes[0].Origin != FromConfig {
+	if got.Text() != cfg.Text() || got.Ports[0].Origin != FromConfig || got.Ports[1].Origin != FromAPI || got.Routes[1].Origin != FromAPI || got.Routes[0].Origin != FromConfig ||
+		!got.Ports[0].Pod.IsZero() || got.Ports[1].Pod != cfg.Ports[1].Pod {
 		t.Errorf("read back\n%s%v, want\n%s", got.Text(), got, cfg.Text())
+	}
+	bad := strings.Replace(string(cfg.MarshalState()), `"web-0"`, `"web\"}"`, 1)
+	if _, err := ParseState("s", []byte(bad)); err == nil || !strings.Contains(err.Error(), "pod name") {
+		t.Errorf("a state with a hostile pod name: %v", err)
 	}
 }
 
@@ -43,11 +51,13 @@ func TestSwitchSavesBeforeChanging(t *testing.T) {
 		}
 	}()
 	var saved []string
+	var last Config
 	fail := false
 	sw.SetSave(func(cfg Config) error {
 		if fail {
 			return errors.New("disk full")
 		}
+		last = cfg
 		var names []string
 		for _, p := range cfg.Ports {
 			names = append(names, p.Name)
@@ -69,7 +79,21 @@ func TestSwitchSavesBeforeChanging(t *testing.T) {
 	if err := sw.AddPort(vp("v1"), slog.Attr{}); !errors.Is(err, ErrExists) {
 		t.Errorf("a second v1: %v", err)
 	}
+	// A change in place is saved too, keeping the port's origin.
+	rate := []portkind.Field{{Key: "ingress-rate", Value: "1M"}}
+	if _, err := sw.ChangePort("v1", rate, slog.Attr{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := last.Ports[0]; p.Ingress.Rate != 1e6 || p.Origin != FromAPI {
+		t.Errorf("saved %s (%s) after port set", p, p.Origin)
+	}
 	fail = true
+	if _, err := sw.ChangePort("v1", []portkind.Field{{Key: "ingress-rate", Value: "2M"}}, slog.Attr{}); !errors.Is(err, ErrState) {
+		t.Errorf("change, not saved: %v", err)
+	}
+	if p := sw.Ports()[0].Spec; p.Ingress.Rate != 1e6 {
+		t.Errorf("a change not saved was made: %s", p)
+	}
 	if err := sw.AddPort(vp("v3"), slog.Attr{}); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("add, not saved: %v", err)
 	}
@@ -80,7 +104,7 @@ func TestSwitchSavesBeforeChanging(t *testing.T) {
 	if err := sw.RemovePort("v2", slog.Attr{}); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"v1", "v1 v2", "v1"}; !slices.Equal(saved, want) {
+	if want := []string{"v1", "v1 v2", "v1 v2", "v1"}; !slices.Equal(saved, want) {
 		t.Errorf("saved %q, want %q", saved, want)
 	}
 	var names []string

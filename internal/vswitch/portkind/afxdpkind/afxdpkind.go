@@ -19,7 +19,7 @@ var Kind = portkind.Kind{
 	Name:     "afxdp",
 	Synopsis: "afxdp:NAME",
 	Keys:     []string{"mode", "zero-copy", "frame-size", "rx-ring", "tx-ring", "fill-ring", "completion-ring"},
-	Takes:    portkind.NetNS | portkind.Dev | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	Takes:    portkind.NetNS | portkind.Dev | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap devices, not to afxdp ports (AF_XDP frames carry no offloads)",
 	Help: `  afxdp:NAME[,mode=native|generic][,zero-copy=on|off][,frame-size=N]
        [,rx-ring=N][,tx-ring=N][,fill-ring=N][,completion-ring=N]
@@ -32,9 +32,11 @@ var Kind = portkind.Kind{
             driver shares the frames (default: where it can; veth
             copies), frame-size= the longest frame one buffer holds
             (default: the MTU's; longer ones arrive in pieces), and
-            the rings have 64 to 16384 entries (default 512). Its
+            the rings have 64 to 16384 entries (default 2048 for rx
+            and fill, 512 for tx and completion). Its
             interface needs a receive queue per worker. It takes
-            netns, dev, queues, allow, mac, dhcp-server and router
+            netns, dev, queues, allow, mac, dhcp-server, router and
+            the rate limits
 `,
 	New:         func() portkind.Options { return &Options{} },
 	NewCounters: func() portkind.Counters { return &Counters{} },
@@ -56,7 +58,7 @@ type Options struct {
 	ZeroCopy  afxdp.ZeroCopy
 	FrameSize int
 	// Rings are the receive, transmit, fill and completion rings'
-	// entries (0: afxdp.DefaultRing).
+	// entries (0: afxdp.DefaultRxRing, DefaultRing).
 	Rings [4]int
 }
 
