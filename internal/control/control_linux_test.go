@@ -441,3 +441,22 @@ func TestCaptureAndDropWatch(t *testing.T) {
 		t.Errorf("watch saw %v, counters say %v", seen, counted)
 	}
 }
+
+// GET /v1/stats counts the process's heap allocations, before it builds
+// its answer: a second request counts what the first allocated.
+func TestStatsHeapAllocs(t *testing.T) {
+	ls := startLive(t)
+	var a, b vswitch.Report
+	if err := ls.client.Get(context.Background(), "/v1/stats", &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.client.Get(context.Background(), "/v1/stats", &b); err != nil {
+		t.Fatal(err)
+	}
+	if a.HeapAllocs == 0 || b.HeapAllocs <= a.HeapAllocs {
+		t.Errorf("heap_allocs %d then %d, want a count that grows", a.HeapAllocs, b.HeapAllocs)
+	}
+	if rep := ls.sw.Stats(); rep.HeapAllocs != 0 {
+		t.Errorf("the switch's own report has heap_allocs %d: only the API counts them", rep.HeapAllocs)
+	}
+}
