@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"softnet.dev/internal/statefile"
 	"softnet.dev/internal/vswitch"
@@ -50,6 +51,36 @@ func openState(path string, reset bool, log *slog.Logger) (*switchState, error) 
 	return st, nil
 }
 
+// stopping saves the state the switch stops with, before it closes its
+// ports: with keep, the guests' devices stay (vswitch.KeepGuests) and the
+// state says so, for the next switch to adopt them; without, they go,
+// and the state says that none is kept (a crash in between leaves the
+// devices, which the next switch attaches to as existing ones).
+func (st *switchState) stopping(sw *vswitch.Switch, keep bool, log *slog.Logger) {
+	var cfg vswitch.Config
+	if keep {
+		var err error
+		if cfg, err = sw.KeepGuests(); err != nil {
+			log.Error("keeping the guests' devices", "err", err)
+		}
+		var kept []string
+		for _, p := range cfg.Ports {
+			if p.Kept {
+				kept = append(kept, p.Name)
+			}
+		}
+		log.Info("switch stopping: the guests' devices stay for the next switch", "kept", kept, "file", st.file.Path())
+	} else {
+		cfg = sw.Config()
+		for i := range cfg.Ports {
+			cfg.Ports[i].Kept = false
+		}
+	}
+	if err := st.file.Save(cfg.MarshalState()); err != nil {
+		log.Error("state file: the state the switch stops with was not saved", "err", err)
+	}
+}
+
 func errString(err error) string {
 	if err == nil {
 		return "none"
@@ -69,6 +100,28 @@ func (st *switchState) merge(cfg vswitch.Config, log *slog.Logger) (vswitch.Conf
 	}
 	for _, n := range notes {
 		log.Warn("state file: "+n.Msg, append(n.Attrs, "file", st.file.Path())...)
+	}
+	// The configuration's ports adopt the devices the switch before
+	// kept for them, if they are the same ports; a kept device that no
+	// port takes is removed, as that switch would have removed it.
+	for i, p := range all.Ports {
+		if p.Origin == vswitch.FromAPI {
+			continue
+		}
+		j := slices.IndexFunc(st.saved.Ports, func(s vswitch.PortSpec) bool { return s.Name == p.Name })
+		if j >= 0 && st.saved.Ports[j].Kept && st.saved.Ports[j].String() == p.String() {
+			all.Ports[i].Kept = true
+		}
+	}
+	for _, s := range st.saved.Ports {
+		if !s.Kept || slices.ContainsFunc(all.Ports, func(p vswitch.PortSpec) bool { return p.Kept && p.Name == s.Name }) {
+			continue
+		}
+		if err := vswitch.DiscardKept(s, st.saved.Workers, log); err != nil {
+			log.Error("state file: a kept device that no port takes could not be removed", "port", s.Name, "spec", s.String(), "err", err)
+		} else {
+			log.Info("state file: removed a kept device that no port takes", "port", s.Name, "spec", s.String())
+		}
 	}
 	var own, api vswitch.Config
 	own, api = all, vswitch.Config{Workers: all.Workers}

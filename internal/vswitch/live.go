@@ -59,6 +59,7 @@ func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	if err != nil {
 		return err
 	}
+	next.Ports[len(next.Ports)-1] = lp.spec // Kept as it is now
 	if err := sw.persist(next); err != nil {
 		return errors.Join(err, lp.port.CloseInto(nil))
 	}

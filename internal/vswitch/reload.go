@@ -313,6 +313,7 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		if err := c.lp.open.Change(c.spec.Options); err != nil {
 			return fmt.Errorf("port %s: %w", c.spec, err)
 		}
+		c.spec.Kept = c.lp.spec.Kept // the same device
 		c.lp.spec, sw.cfg.Ports[slices.Index(sw.ports, c.lp)] = c.spec, c.spec
 		sw.log.Info("port changed", "port", c.spec.Name, "spec", c.spec.String(), by)
 		r.done = append(r.done, "port changed: "+c.spec.String())
@@ -329,7 +330,7 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		}
 		delete(r.opened, p.Name)
 		next := sw.cfg.clone()
-		next.Ports = append(next.Ports, p)
+		next.Ports = append(next.Ports, lp.spec)
 		if err := sw.addPort(next, lp, r.policies[p.Name], by); err != nil {
 			return err
 		}

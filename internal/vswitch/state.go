@@ -28,6 +28,7 @@ type stateJSON struct {
 type stateItem struct {
 	Spec   string `json:"spec"`
 	Origin Origin `json:"origin"`
+	Kept   bool   `json:"kept,omitempty"` // a port's: PortSpec.Kept
 }
 
 // MarshalState returns cfg as a state file holds it: every port, route,
@@ -36,10 +37,10 @@ func (cfg Config) MarshalState() []byte {
 	s := stateJSON{Version: stateVersion, Workers: cfg.Workers,
 		Ports: []stateItem{}, Routes: []stateItem{}, Services: []string{}, Filters: []string{}}
 	for _, p := range cfg.Ports {
-		s.Ports = append(s.Ports, stateItem{p.String(), p.Origin})
+		s.Ports = append(s.Ports, stateItem{p.String(), p.Origin, p.Kept})
 	}
 	for _, r := range cfg.Routes {
-		s.Routes = append(s.Routes, stateItem{r.String(), r.Origin})
+		s.Routes = append(s.Routes, stateItem{Spec: r.String(), Origin: r.Origin})
 	}
 	for _, sv := range cfg.Services {
 		s.Services = append(s.Services, sv.String())
@@ -76,7 +77,7 @@ func ParseState(name string, b []byte) (Config, error) {
 			errs = append(errs, fmt.Errorf("port %d: %w", i+1, err))
 			continue
 		}
-		p.Origin = it.Origin
+		p.Origin, p.Kept = it.Origin, it.Kept
 		cfg.Ports = append(cfg.Ports, p)
 	}
 	for i, it := range s.Routes {
