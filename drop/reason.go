@@ -62,6 +62,14 @@ const (
 	// kernel's XDP): an AF_XDP port's program drops a frame that arrives
 	// on a queue without a socket.
 	XDP
+	// PoliceIngress: over the rate limit of what the switch receives
+	// from the port (the guest's sending; the port's ingress-rate), by
+	// program.Policer's token bucket; counted on that port.
+	PoliceIngress
+	// PoliceEgress: over the rate limit of what the switch sends to the
+	// port (the guest's receiving; its egress-rate); counted on the port
+	// the packet was for, not the one it came from.
+	PoliceEgress
 	NumReasons // the number of reasons; not a reason
 )
 
@@ -95,6 +103,8 @@ var reasonNames = [NumReasons]string{
 	VXLANVNINotFound: "VXLAN_VNI_NOT_FOUND",
 	OtherHost:        "OTHERHOST",
 	XDP:              "XDP",
+	PoliceIngress:    "POLICE_INGRESS",
+	PoliceEgress:     "POLICE_EGRESS",
 }
 
 // String returns the kernel-style name, such as "HDR_TRUNC".

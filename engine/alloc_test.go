@@ -24,9 +24,19 @@ func TestWorkerRoundAllocatesNothing(t *testing.T) {
 			b.Verdicts[i] = program.RedirectVerdict(1)
 		}
 	}}
+	// The policer, each way, at a rate the rounds never reach: what
+	// passes it goes the same way as without it.
+	pol := program.NewPolicer()
+	huge := program.Limit{Rate: program.MaxRate, Burst: program.MaxBurst}
+	for port := range 2 {
+		if err := pol.SetLimits(port, huge, huge); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, progs := range map[string][]program.Program{
 		"redirect":     {redirect},
 		"l3-forwarder": {fwd},
+		"policed":      {pol, redirect},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pool, err := buffer.NewPool(buffer.Config{Classes: []buffer.ClassConfig{{Room: 2048, Count: 4096}}})
@@ -41,7 +51,11 @@ func TestWorkerRoundAllocatesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, err := New(Config{Pool: pool, Programs: progs}, gen, sink)
+			cfg := Config{Pool: pool, Programs: progs}
+			if name == "policed" {
+				cfg.Egress = pol
+			}
+			e, err := New(cfg, gen, sink)
 			if err != nil {
 				t.Fatal(err)
 			}

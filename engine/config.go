@@ -39,10 +39,14 @@ type Poller interface {
 
 // Config sets up an engine.
 type Config struct {
-	Pool      *buffer.Pool // where every worker's cache comes from
-	Workers   int          // default 1
-	Batch     int          // packets per queue per round, default DefaultBatch
-	Programs  []program.Program
+	Pool     *buffer.Pool // where every worker's cache comes from
+	Workers  int          // default 1
+	Batch    int          // packets per queue per round, default DefaultBatch
+	Programs []program.Program
+	// Egress, if not nil, sees each round's packets for a port before
+	// they are sent, and keeps those that may leave (a policer of what
+	// guests receive); it drops the rest, counted on that port.
+	Egress    program.Egress
 	Consumers []Consumer // indexed by program.DeliverVerdict's argument
 	Pollers   []Poller   // called at the top of every round, in order
 	// IdlePolls is the number of rounds without work after which a

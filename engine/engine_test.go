@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -441,5 +443,59 @@ func TestPinnedWorkersForward(t *testing.T) {
 	}
 	if err := pool.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The egress program sees each round's packets for a port and its drops
+// are counted on that port; the policer's ingress drops on the port the
+// packets came from.
+func TestEgressPolicing(t *testing.T) {
+	pol := program.NewPolicer()
+	// 1 kbit/s and one byte of burst: the first packet each way passes,
+	// those after it wait 8 s for each 1000 bytes.
+	tiny := program.Limit{Rate: 1000, Burst: 8}
+	if err := pol.SetLimits(0, tiny, program.Limit{}); err != nil {
+		t.Fatal(err)
+	}
+	redirect := program.Func{ProgramName: "other", F: func(b *program.Batch) {
+		for i := range b.Bufs {
+			if b.Verdicts[i] == program.PassVerdict {
+				b.Verdicts[i] = program.RedirectVerdict(1 - b.Ingress)
+			}
+		}
+	}}
+	r := newRigWith(t, Config{Programs: []program.Program{pol, redirect}, Egress: pol}, packet.L3, "a", "b")
+	if err := r.e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pkt := func(s string) []byte { return udp("198.18.0.1:1", "198.19.0.1:2", s+strings.Repeat(".", 1000)) }
+	// a's ingress passes one of three.
+	r.send(0, pkt("a1"), pkt("a2"), pkt("a3"))
+	if got := r.recv(1, 1, 10*time.Second); len(got) != 1 || !bytes.Equal(got[0], pkt("a1")) {
+		t.Fatalf("b received %d packets", len(got))
+	}
+	// Neither b's ingress nor a's egress is limited.
+	r.send(1, pkt("b1"), pkt("b2"))
+	if got := r.recv(0, 2, 10*time.Second); len(got) != 2 {
+		t.Fatalf("a received %d packets", len(got))
+	}
+	// Limits change while the engine runs: now only what goes to b, whose
+	// new bucket is full: the first of these passes, then none.
+	if err := pol.SetLimits(0, program.Limit{}, program.Limit{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pol.SetLimits(1, program.Limit{}, tiny); err != nil {
+		t.Fatal(err)
+	}
+	r.send(0, pkt("c1"), pkt("c2"), pkt("c3"), pkt("c4"))
+	if got := r.recv(1, 1, 10*time.Second); len(got) != 1 || !bytes.Equal(got[0], pkt("c1")) {
+		t.Fatalf("b received %d packets", len(got))
+	}
+	s := r.stats(func(s Stats) bool { return s.Ports[1].Drops[drop.PoliceEgress] == 3 })
+	if d := s.Ports[0].Drops; d[drop.PoliceIngress] != 2 || d.Total() != 2 {
+		t.Errorf("a's drops %v, want 2 POLICE_INGRESS", d)
+	}
+	if d := s.Ports[1].Drops; d[drop.PoliceEgress] != 3 || d.Total() != 3 {
+		t.Errorf("b's drops %v, want 3 POLICE_EGRESS", d)
 	}
 }

@@ -27,7 +27,7 @@ const (
 	pTxPackets
 	pTxBytes
 	pTxDropped   // offered to the TX queue but not sent
-	pDrops       // drop.NumReasons counters follow: verdict drops by ingress port
+	pDrops       // drop.NumReasons counters follow: verdict drops by ingress port, Egress drops by egress port
 	portCounters = pDrops + int(drop.NumReasons)
 )
 

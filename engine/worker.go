@@ -560,8 +560,18 @@ func (w *worker) dispatch(in *portState) {
 	}
 	for p, list := range w.egress {
 		if len(list) > 0 {
-			w.transmit(w.view.ports[p], list)
 			w.egress[p] = list[:0]
+			if eg := w.e.cfg.Egress; eg != nil {
+				n, r := eg.Admit(p, list)
+				n = max(0, min(n, len(list)))
+				for _, buf := range list[n:] {
+					w.drop(buf, p, r)
+				}
+				if list = list[:n]; n == 0 {
+					continue
+				}
+			}
+			w.transmit(w.view.ports[p], list)
 		}
 	}
 	w.curPort = in.index

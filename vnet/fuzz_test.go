@@ -212,7 +212,8 @@ func guestSumMatches(h Header, pkt []byte, layer packet.Layer) bool {
 }
 
 // FuzzSegment builds valid TSO and USO packets from fuzzed sizes, options
-// and flags, and checks every segment Segment makes of them.
+// and flags, and checks every segment Segment makes of them, and that
+// Split describes the same segments.
 func FuzzSegment(f *testing.F) {
 	f.Add(false, false, false, false, uint8(0), uint8(0x18), uint16(3000), uint16(1448), byte(0))
 	f.Add(true, true, true, true, uint8(0xff), uint8(0xff), uint16(64000), uint16(1448), byte(0x5a))
@@ -286,6 +287,7 @@ func FuzzSegment(f *testing.F) {
 			t.Fatalf("Segment = %d, %v; want %d segments", n, reason, segs)
 		}
 		checkSegments(t, p, h, pkt, s.layer(), out[:n], true)
+		splitMatches(t, h, pkt, s.layer(), out[:n])
 		c.ConsumeBulk(out[:n])
 		if k := inUse(p, c); k != baseline {
 			t.Fatalf("%d buffers in use, %d before", k, baseline)

@@ -133,6 +133,48 @@ func SegmentBytes(h Header, pkt []byte, layer packet.Layer, out [][]byte, offset
 	return n, drop.NotSpecified
 }
 
+// Split is Segment without copying the payload, for a port that gathers
+// each segment from two pieces on its way out (a UDP socket's sendmsg):
+// segment i is hdrs[i][:hdrLen], its headers, followed by payloads[i], a
+// subslice of pkt. Split writes the headers, finished as Segment
+// finishes them (lengths, IPv4 IDs, TCP sequence numbers and flags,
+// checksums over headers and payload), sets payloads[i], and returns n
+// and hdrLen. pkt is only read: it may be a buffer shared with other
+// holders, and must stay unchanged while the segments are in use.
+//
+// It refuses what Segment refuses, with drop.GsoSeg, and with
+// drop.PktTooBig hdrs or payloads with fewer than SegmentCount elements
+// or a hdrs element shorter than hdrLen; on failure n is 0 and nothing
+// was written. It does not allocate.
+func Split(h Header, pkt []byte, layer packet.Layer, hdrs, payloads [][]byte) (n, hdrLen int, reason drop.Reason) {
+	var g gsoPacket
+	if ok, _ := g.parse(h, pkt, layer); !ok || g.kind == GSOUDP {
+		return 0, 0, drop.GsoSeg
+	}
+	n = g.segments()
+	if n > MaxSegments {
+		return 0, 0, drop.GsoSeg
+	}
+	if n > len(hdrs) || n > len(payloads) {
+		return 0, 0, drop.PktTooBig
+	}
+	for _, d := range hdrs[:n] {
+		if len(d) < g.hdrLen {
+			return 0, 0, drop.PktTooBig
+		}
+	}
+	st := g.start(pkt)
+	for i := range n {
+		off := g.hdrLen + i*g.mss
+		p := pkt[off : off+g.segLen(i)-g.hdrLen]
+		d := hdrs[i][:g.hdrLen]
+		copy(d, pkt[:g.hdrLen])
+		g.fixup(d, p, st.id+uint16(i), st.seq+uint32(i*g.mss), i == 0, i == n-1)
+		payloads[i] = p
+	}
+	return n, g.hdrLen, drop.NotSpecified
+}
+
 // segStart is what every segment's headers are derived from, read
 // before any segment is written (the first may overwrite pkt).
 type segStart struct {
@@ -163,15 +205,17 @@ func (g *gsoPacket) put(pkt []byte, st segStart, i, n int, d []byte) {
 	off := g.hdrLen + i*g.mss
 	copy(d, pkt[:g.hdrLen])
 	copy(d[g.hdrLen:], pkt[off:off+len(d)-g.hdrLen])
-	g.fixup(d, st.id+uint16(i), st.seq+uint32(i*g.mss), i == 0, i == n-1)
+	g.fixup(d[:g.hdrLen], d[g.hdrLen:], st.id+uint16(i), st.seq+uint32(i*g.mss), i == 0, i == n-1)
 }
 
-// fixup rewrites the headers of one segment d (a copy of the original
-// headers followed by its payload) for its length and position.
-func (g *gsoPacket) fixup(d []byte, id uint16, seq uint32, first, last bool) {
-	ip := d[g.l3Off:]
+// fixup rewrites the headers hdr of one segment (a copy of the original
+// headers, hdrLen bytes) for its length and position; payload is the
+// segment's payload, which follows hdr on the wire and is only read.
+func (g *gsoPacket) fixup(hdr, payload []byte, id uint16, seq uint32, first, last bool) {
+	ip := hdr[g.l3Off:]
+	ipLen := len(ip) + len(payload)
 	if g.v4 {
-		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen))
 		// Every segment is a datagram of its own and needs its own ID
 		// (RFC 6864 allows a fixed one only with DF, and the kernel
 		// increments unless told otherwise, which virtio cannot say).
@@ -179,10 +223,13 @@ func (g *gsoPacket) fixup(d []byte, id uint16, seq uint32, first, last bool) {
 		packet.SetIPv4HeaderChecksum(ip)
 	} else {
 		// Extension headers count as payload.
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(ip)-packet.IPv6HeaderLen))
+		binary.BigEndian.PutUint16(ip[4:], uint16(ipLen-packet.IPv6HeaderLen))
 	}
-	l4 := d[g.l4Off:]
-	seed := g.pseudo + uint32(len(l4))
+	l4 := hdr[g.l4Off:]
+	l4Len := len(l4) + len(payload)
+	// The transport header is of even length (TCP's a multiple of 4,
+	// UDP's 8), so the payload's sum continues the header's.
+	seed := g.pseudo + uint32(l4Len)
 	if g.tcp {
 		binary.BigEndian.PutUint32(l4[4:], seq)
 		flags := l4[13]
@@ -194,12 +241,12 @@ func (g *gsoPacket) fixup(d []byte, id uint16, seq uint32, first, last bool) {
 		}
 		l4[13] = flags
 		l4[16], l4[17] = 0, 0
-		binary.BigEndian.PutUint16(l4[16:], packet.Checksum(l4, seed))
+		binary.BigEndian.PutUint16(l4[16:], packet.Checksum(payload, uint32(^packet.Checksum(l4, seed))))
 		return
 	}
-	binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
+	binary.BigEndian.PutUint16(l4[4:], uint16(l4Len))
 	l4[6], l4[7] = 0, 0
-	sum := packet.Checksum(l4, seed)
+	sum := packet.Checksum(payload, uint32(^packet.Checksum(l4, seed)))
 	if sum == 0 {
 		sum = 0xffff // 0 would mean "no checksum" (RFC 768)
 	}

@@ -449,3 +449,138 @@ func TestSegmentBytesRefuses(t *testing.T) {
 		t.Errorf("without GSO: SegmentBytes = %d, %v; want 0, GSO_SEG", n, reason)
 	}
 }
+
+// splitMatches checks that Split describes the segments Segment makes of
+// the same packet, byte for byte, without modifying the packet, and
+// without allocating.
+func splitMatches(t testing.TB, h Header, pkt []byte, layer packet.Layer, want []*buffer.Buf) {
+	t.Helper()
+	orig := bytes.Clone(pkt)
+	hdrs := make([][]byte, len(want)+1)
+	for i := range hdrs {
+		hdrs[i] = make([]byte, 256)
+	}
+	payloads := make([][]byte, len(want)+1)
+	n, hdrLen, reason := Split(h, pkt, layer, hdrs, payloads)
+	if n != len(want) {
+		t.Fatalf("Split = %d (%v), Segment made %d", n, reason, len(want))
+	}
+	for i := range n {
+		got := append(bytes.Clone(hdrs[i][:hdrLen]), payloads[i]...)
+		if !bytes.Equal(got, want[i].Bytes()) {
+			t.Fatalf("segment %d of %d: Split's differs from Segment's", i, n)
+		}
+		if len(payloads[i]) > 0 && !within(payloads[i], pkt) {
+			t.Fatalf("segment %d: payload is not a piece of the packet", i)
+		}
+	}
+	if !bytes.Equal(pkt, orig) {
+		t.Fatal("Split modified its input")
+	}
+	if a := testing.AllocsPerRun(5, func() { Split(h, pkt, layer, hdrs, payloads) }); a != 0 {
+		t.Fatalf("Split allocates %v times", a)
+	}
+}
+
+// within reports whether p is a subslice of pkt.
+func within(p, pkt []byte) bool {
+	for i := range pkt {
+		if &pkt[i] == &p[0] {
+			return i+len(p) <= len(pkt)
+		}
+	}
+	return false
+}
+
+// Split against Segment: both IP versions and transports, TAP and TUN,
+// options and extension headers, payloads around the segment size and
+// odd ones, IDs and sequence numbers that wrap (build starts near the
+// wrap), TCP flags that only the first or last segment keeps, and
+// Ethernet padding that is not payload.
+func TestSplitMatchesSegment(t *testing.T) {
+	var specs []spec
+	for _, v6 := range []bool{false, true} {
+		for _, udp := range []bool{false, true} {
+			for _, l2 := range []bool{false, true} {
+				for _, size := range []int{0, 1, 999, testMSS - 1, testMSS, testMSS + 1, 3*testMSS + 7, 64001} {
+					specs = append(specs, spec{v6: v6, udp: udp, l2: l2, mss: testMSS, payload: pattern(size)})
+				}
+			}
+		}
+	}
+	specs = append(specs,
+		spec{ipOpts: 8, tcpOpts: 12, mss: 1000, payload: pattern(5555)},
+		spec{v6: true, ext: true, mss: 1000, payload: pattern(3001)},
+		spec{l2: true, vlan: true, mss: 536, payload: pattern(60000)},
+		spec{l2: true, pad: 5, mss: 1000, payload: pattern(10)},
+		spec{tcpFlags: tcpFIN | tcpPSH | tcpCWR | tcpACK, ecn: true, mss: 1000, payload: pattern(2500)},
+		spec{noCsum: true, mss: 1000, payload: pattern(4097)},
+		spec{mss: 9, payload: pattern(1001)},
+	)
+	for _, s := range specs {
+		name := fmt.Sprintf("v6=%v/udp=%v/l2=%v/mss=%d/%d", s.v6, s.udp, s.l2, s.mss, len(s.payload))
+		t.Run(name, func(t *testing.T) {
+			_, c := newTestPool(t, buffer.Config{})
+			h, pkt := build(s)
+			want := make([]*buffer.Buf, SegmentCount(h, pkt, s.layer()))
+			n, reason := Segment(c, h, pkt, s.layer(), want)
+			if n == 0 {
+				t.Fatalf("Segment: %v", reason)
+			}
+			defer c.ConsumeBulk(want[:n])
+			splitMatches(t, h, pkt, s.layer(), want[:n])
+		})
+	}
+}
+
+func TestSplitRefuses(t *testing.T) {
+	h, pkt := build(spec{mss: 1000, payload: pattern(3500)}) // 4 segments, 40 bytes of headers
+	hdrs := [][]byte{make([]byte, 64), make([]byte, 64), make([]byte, 64), make([]byte, 64)}
+	payloads := make([][]byte, 4)
+	short := [][]byte{make([]byte, 64), make([]byte, 39), make([]byte, 64), make([]byte, 64)}
+	for name, tc := range map[string]struct {
+		h        Header
+		hdrs     [][]byte
+		payloads [][]byte
+		want     drop.Reason
+	}{
+		"too few header slots":    {h, hdrs[:3], payloads, drop.PktTooBig},
+		"too few payloads":        {h, hdrs, payloads[:3], drop.PktTooBig},
+		"a header slot too short": {h, short, payloads, drop.PktTooBig},
+		"not GSO":                 {Header{}, hdrs, payloads, drop.GsoSeg},
+		"UFO":                     {Header{Flags: h.Flags, GSOType: GSOUDP, GSOSize: h.GSOSize, CsumStart: h.CsumStart, CsumOffset: h.CsumOffset}, hdrs, payloads, drop.GsoSeg},
+	} {
+		before := bytes.Clone(pkt)
+		if n, _, reason := Split(tc.h, pkt, packet.L3, tc.hdrs, tc.payloads); n != 0 || reason != tc.want {
+			t.Errorf("%s: Split = %d, %v; want 0, %v", name, n, reason, tc.want)
+		}
+		if !bytes.Equal(before, pkt) {
+			t.Errorf("%s: Split modified the packet", name)
+		}
+	}
+	// More segments than MaxSegments: a forged gso_size.
+	h, pkt = build(spec{mss: 100, payload: pattern(100*MaxSegments + 1)})
+	big := make([][]byte, MaxSegments+1)
+	for i := range big {
+		big[i] = make([]byte, 64)
+	}
+	if n, _, reason := Split(h, pkt, packet.L3, big, make([][]byte, MaxSegments+1)); n != 0 || reason != drop.GsoSeg {
+		t.Errorf("%d segments: Split = %d, %v; want 0, GSO_SEG", MaxSegments+1, n, reason)
+	}
+}
+
+func BenchmarkSplit(b *testing.B) {
+	h, pkt := build(spec{mss: testMSS, payload: pattern(64000)})
+	hdrs := make([][]byte, MaxSegments)
+	for i := range hdrs {
+		hdrs[i] = make([]byte, 128)
+	}
+	payloads := make([][]byte, MaxSegments)
+	b.SetBytes(int64(len(pkt)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, _, reason := Split(h, pkt, packet.L3, hdrs, payloads); n == 0 {
+			b.Fatal(reason)
+		}
+	}
+}

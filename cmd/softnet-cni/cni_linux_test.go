@@ -84,6 +84,7 @@ type node struct {
 	netDir  string
 	ipamDir string
 	conf    map[string]any // the plugin's configuration
+	capArgs string         // cnitool's CAP_ARGS: the runtime's capability arguments
 
 	// switchConf is what the switch starts with, in the lines of
 	// `softnet switch --config` (port SPEC, route SPEC); startedWith
@@ -298,6 +299,9 @@ func (n *node) cnitoolIn(in *netnstest.NS, network, cmd, netns, ifname string) (
 	}
 	c := exec.Command(args[0], args[1:]...)
 	c.Env = append(os.Environ(), "CNI_PATH="+n.bin, "NETCONFPATH="+n.netDir, "CNI_IFNAME="+ifname)
+	if n.capArgs != "" {
+		c.Env = append(c.Env, "CAP_ARGS="+n.capArgs)
+	}
 	var out, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &out, &stderr
 	err := c.Run()
@@ -852,8 +856,11 @@ func TestBadInput(t *testing.T) {
 	out, e = n.plugin(map[string]string{"CNI_COMMAND": "VERSION"}, []byte(`{"cniVersion": "1.1.0"}`))
 	var ver struct {
 		Supported []string `json:"supportedVersions"`
+		Softnet   struct {
+			Version string `json:"version"`
+		} `json:"softnet"`
 	}
-	if e != nil || json.Unmarshal([]byte(out), &ver) != nil || !slices.Equal(ver.Supported, []string{"0.4.0", "1.0.0", "1.1.0"}) {
+	if e != nil || json.Unmarshal([]byte(out), &ver) != nil || !slices.Equal(ver.Supported, []string{"0.4.0", "1.0.0", "1.1.0"}) || ver.Softnet.Version == "" {
 		t.Errorf("VERSION: %s", out)
 	}
 	n.wantEmpty()
@@ -1087,4 +1094,41 @@ func reach(t *testing.T, ns []*netnstest.NS, addrs []net.IP, want func(from, to 
 		t.Fatalf("%d of %d pairs never reached in %d rounds: %v", len(unheard), pairs, rounds, unheard[:min(len(unheard), 20)])
 	}
 	t.Logf("all %d pairs reached, in %d rounds", pairs, rounds-1)
+}
+
+// The bandwidth capability, as a runtime passes it (cnitool's CAP_ARGS,
+// for a configuration that declares it), limits the pod's port: the
+// pod's ingress is what the switch sends to it, the port's egress. Bad
+// limits are a wrong configuration (code 7), and leave nothing behind.
+func TestBandwidthCapability(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	n := newNode(t, "tun", "198.18.5.0/24")
+	n.conf["capabilities"] = map[string]any{"bandwidth": true}
+	n.writeConf("1.1.0")
+	a, b := netnstest.New(t), netnstest.New(t)
+	n.capArgs = `{"bandwidth": {"ingressRate": 100000000, "ingressBurst": 3000000, "egressRate": 10000000, "egressBurst": 0}}`
+	n.add(a, "eth0")
+	pa, ok := n.portOf(a, "eth0")
+	if want := ",ingress-rate=10M,egress-rate=100M,egress-burst=3M"; !ok || !strings.HasSuffix(pa.Spec, want) {
+		t.Errorf("port %+v, want a spec ending in %s", pa, want)
+	}
+	n.capArgs = ""
+	rb := n.add(b, "eth0")
+	if pb, _ := n.portOf(b, "eth0"); strings.Contains(pb.Spec, "rate") {
+		t.Errorf("a pod without limits got %s", pb.Spec)
+	}
+	ping(t, a, ipOf(t, rb, true))
+
+	n.capArgs = `{"bandwidth": {"ingressRate": 10, "ingressBurst": 100}}`
+	c := netnstest.New(t)
+	_, err := n.cnitool("add", nsPath(c), "eth0")
+	if err == nil || !strings.Contains(err.Error(), "invalid network configuration") || !strings.Contains(err.Error(), "rate 10 bit/s") {
+		t.Errorf("ADD with a rate of 10 bit/s: %v", err)
+	}
+	if _, ok := n.portOf(c, "eth0"); ok {
+		t.Error("the refused ADD left a port")
+	}
+	n.capArgs = ""
+	n.mustRun("del", a, "eth0")
+	n.mustRun("del", b, "eth0")
 }

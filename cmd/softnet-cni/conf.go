@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"softnet.dev/internal/vswitch"
 	"softnet.dev/tun"
 )
 
@@ -26,6 +27,47 @@ type netConf struct {
 	Socket string `json:"socket"` // the switch's control socket
 	Mode   string `json:"mode"`   // tun (routed) or tap (bridged): the kind of the switch's ports
 	MTU    int    `json:"mtu"`
+	// RuntimeConfig is what the runtime passes for the capabilities
+	// the configuration declares ("capabilities": {"bandwidth": true}).
+	RuntimeConfig struct {
+		Bandwidth *bandwidth `json:"bandwidth,omitempty"`
+	} `json:"runtimeConfig"`
+}
+
+// bandwidth is the CNI bandwidth capability, the reference bandwidth
+// plugin's runtimeConfig: rates in bits per second, bursts in bits, named
+// from the pod's side: ingress is what the pod receives. The switch's
+// ports name them from the switch's: the pod's ingress is its port's
+// egress.
+type bandwidth struct {
+	IngressRate  uint64 `json:"ingressRate"`
+	IngressBurst uint64 `json:"ingressBurst"`
+	EgressRate   uint64 `json:"egressRate"`
+	EgressBurst  uint64 `json:"egressBurst"`
+}
+
+// options are the port options of the limits: what the switch sends to
+// the pod (its ingress) is the port's egress. A rate of zero is no limit,
+// as in the reference plugin; a burst of zero with a rate is the
+// switch's default burst.
+func (b *bandwidth) options() string {
+	if b == nil {
+		return ""
+	}
+	var s strings.Builder
+	for _, o := range []struct {
+		rate, burst uint64
+		dir         string
+	}{{b.IngressRate, b.IngressBurst, "egress"}, {b.EgressRate, b.EgressBurst, "ingress"}} {
+		if o.rate == 0 {
+			continue
+		}
+		fmt.Fprintf(&s, ",%s-rate=%d", o.dir, o.rate)
+		if o.burst != 0 {
+			fmt.Fprintf(&s, ",%s-burst=%d", o.dir, o.burst)
+		}
+	}
+	return s.String()
 }
 
 // parseConf decodes and checks stdin; its errors are CNI errors. A
@@ -53,6 +95,11 @@ func parseConf(stdin []byte) (*netConf, error) {
 		return nil, invalidConf(fmt.Sprintf(`"socket": %q: want the absolute path of the switch's control socket (softnet switch --control)`, conf.Socket))
 	case conf.IPAM.Type == "":
 		return nil, invalidConf(`no "ipam": softnet-cni takes its addresses from an IPAM plugin; add e.g. "ipam": {"type": "host-local", "ranges": [[{"subnet": "198.18.1.0/24"}]]}`)
+	}
+	if bw := conf.RuntimeConfig.Bandwidth; bw != nil {
+		if _, err := vswitch.ParsePort(conf.Mode + ":cni0" + bw.options()); err != nil {
+			return nil, invalidConf(fmt.Sprintf(`runtimeConfig "bandwidth" %+v: %v`, *bw, err))
+		}
 	}
 	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "prevResult cannot be parsed", err.Error())

@@ -21,12 +21,32 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"softnet.dev/internal/buildinfo"
 )
 
-// supported are the spec versions the plugin speaks.
-var supported = version.PluginSupports("0.4.0", "1.0.0", "1.1.0")
+// supported are the spec versions the plugin speaks; VERSION says which
+// softnet the plugin is as well.
+var supported = withBuild{version.PluginSupports("0.4.0", "1.0.0", "1.1.0")}
+
+// withBuild is the plugin's VERSION answer: the spec's (cniVersion,
+// supportedVersions) and "softnet", the plugin's build (as `softnet
+// version --json` prints the switch's). Runtimes ignore the key they do
+// not know.
+type withBuild struct{ version.PluginInfo }
+
+func (v withBuild) Encode(w io.Writer) error {
+	return json.NewEncoder(w).Encode(struct {
+		CNIVersion string         `json:"cniVersion"`
+		Supported  []string       `json:"supportedVersions"`
+		Softnet    buildinfo.Info `json:"softnet"`
+	}{version.Current(), v.SupportedVersions(), buildinfo.Get()})
+}
 
 func main() {
 	skel.PluginMainFuncs(skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, Status: cmdStatus, GC: cmdGC},

@@ -74,7 +74,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	name := portName(conf.Name, args.ContainerID, args.IfName)
 	// Whatever fails from here leaves nothing behind: the port (with its
 	// device, addresses and routes) and the lease go.
-	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName); err != nil {
+	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName, conf.RuntimeConfig.Bandwidth.options()); err != nil {
 		return err
 	}
 	defer func() {

@@ -29,9 +29,9 @@ func newSwitch(conf *netConf) *switchAPI {
 }
 
 // addPort adds the attachment's port: a device named ifname in the
-// namespace at netnsPath.
-func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname string) error {
-	port, err := vswitch.ParsePort(mode + ":" + name)
+// namespace at netnsPath, with the port options opts (",KEY=VALUE...").
+func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname, opts string) error {
+	port, err := vswitch.ParsePort(mode + ":" + name + opts)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetworkConfig, "invalid port: "+err.Error(), "")
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"softnet.dev/drop"
 	"softnet.dev/engine"
+	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
 )
@@ -121,7 +123,22 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 		},
 	}
 
-	cmd.AddCommand(stats, config, newPortCmd(client), newRouteCmd(client), newDropsCmd(client), newCaptureCmd(client))
+	var versionJSON bool
+	version := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print the running switch's version, as softnet version prints this binary's",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var in buildinfo.Info
+			if err := client().Get(cmd.Context(), "/v1/version", &in); err != nil {
+				return ctlError(err)
+			}
+			return writeVersion(cmd.OutOrStdout(), in, versionJSON)
+		},
+	}
+	version.Flags().BoolVar(&versionJSON, "json", false, "print JSON")
+
+	cmd.AddCommand(stats, config, version, newPortCmd(client), newRouteCmd(client), newDropsCmd(client), newCaptureCmd(client))
 	cmd.AddCommand(newShutdownCmd(client))
 	return cmd
 }
@@ -193,14 +210,49 @@ between the other ports goes on. Nothing is printed on success.`,
 			return nil
 		},
 	}
-	cmd := &cobra.Command{Use: "port", Short: "List, add and remove the switch's ports", Args: cobra.NoArgs,
+	var setJSON bool
+	set := &cobra.Command{
+		Use:   "set NAME OPTION=VALUE...",
+		Short: "Change a running port's rate limits (or its kind's live options)",
+		Long: `set changes options of the port NAME while it runs, without reopening it:
+its rate limits (ingress-rate, ingress-burst, egress-rate, egress-burst;
+see softnet switch --help), and the options its kind changes live (a
+vxlan port's remote= and fdb=). Each OPTION=VALUE replaces the port's
+options of that name; OPTION= with no value removes them, back to the
+default. Any other change is refused (exit 1): remove the port and add it
+again. The port is printed as port list prints it.`,
+		Example: `  softnet ctl port set sn3 ingress-rate=100M egress-rate=1G egress-burst=10M
+  softnet ctl port set sn3 ingress-rate= ingress-burst=`,
+		Args: minArgs(2, "port set needs the port's NAME and OPTION=VALUE, e.g. port set sn3 ingress-rate=100M"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := control.PortChange{Options: map[string]string{}}
+			for _, a := range args[1:] {
+				k, v, ok := strings.Cut(a, "=")
+				if !ok || k == "" {
+					return usageError{fmt.Errorf("port set: %q: want OPTION=VALUE (OPTION= to remove it)", a)}
+				}
+				req.Options[k] = v
+			}
+			var p control.Port
+			if err := client().Patch(cmd.Context(), "/v1/ports/"+url.PathEscape(args[0]), req, &p); err != nil {
+				return ctlError(err)
+			}
+			if setJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(p)
+			}
+			return writePorts(cmd.OutOrStdout(), []control.Port{p})
+		},
+	}
+	set.Flags().BoolVar(&setJSON, "json", false, "print the port as JSON")
+	cmd := &cobra.Command{Use: "port", Short: "List, add, change and remove the switch's ports", Args: cobra.NoArgs,
 		Example: `  softnet ctl port list
   softnet ctl port add tun:sn3,netns=guest3
+  softnet ctl port set sn3 ingress-rate=100M
   softnet ctl port del sn3`,
 		RunE: func(*cobra.Command, []string) error {
-			return usageError{errors.New("port needs a command: list, add or del")}
+			return usageError{errors.New("port needs a command: list, add, set or del")}
 		}}
-	cmd.AddCommand(list, add, del)
+	cmd.AddCommand(list, add, set, del)
 	return cmd
 }
 
@@ -292,6 +344,15 @@ success.`,
 func exactArgs(n int, msg string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) != n {
+			return usageError{errors.New(msg)}
+		}
+		return nil
+	}
+}
+
+func minArgs(n int, msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
 			return usageError{errors.New(msg)}
 		}
 		return nil

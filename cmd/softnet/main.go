@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"softnet.dev/internal/buildinfo"
 )
 
 // Exit codes.
@@ -47,9 +50,11 @@ caches with bulk allocation, deferred free to the owning worker, batched
 programs and a drop reason for every lost packet.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd())
+	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd(), newVersionCmd())
 	return root
 }
 
@@ -86,4 +91,30 @@ func exitCodeTo(w io.Writer, err error) int {
 		fmt.Fprintln(w, "softnet:", err)
 		return exitFailure
 	}
+}
+
+func newVersionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print softnet's module version and the VCS revision it was built from",
+		Long: `version prints the module version and the git revision, commit time and
+whether the tree was modified, as the Go toolchain stamped them into the
+binary: a build from a checkout is "(devel)" with its revision. The
+running switch's is softnet ctl version.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return writeVersion(cmd.OutOrStdout(), buildinfo.Get(), asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, as the API's /v1/version")
+	return cmd
+}
+
+func writeVersion(w io.Writer, in buildinfo.Info, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(in)
+	}
+	_, err := fmt.Fprintln(w, in)
+	return err
 }

@@ -267,6 +267,19 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		t.Errorf("port list --json: %+v, %v", ports, err)
 	}
 
+	// port set changes the rate limits in place: the device stays.
+	out = sp.mustCtl(t, "port", "set", "sc3", "ingress-rate=100M", "egress-rate=1G", "egress-burst=10M")
+	if !strings.Contains(out, "tun:sc3,netns="+ns[2].Name+",ingress-rate=100M,egress-rate=1G,egress-burst=10M") {
+		t.Errorf("port set printed:\n%s", out)
+	}
+	out = sp.mustCtl(t, "port", "set", "sc3", "egress-rate=", "egress-burst=")
+	if !strings.Contains(out, "tun:sc3,netns="+ns[2].Name+",ingress-rate=100M ") {
+		t.Errorf("port set printed:\n%s", out)
+	}
+	if err := ping(t, ns[2], "198.18.1.1"); err != nil {
+		t.Errorf("after port set: %v", err)
+	}
+
 	// A capture of the busy port with the smallest buffer keeps what it
 	// was asked for and says what it lost.
 	pcapFile := filepath.Join(t.TempDir(), "sc1.pcap")
@@ -282,6 +295,11 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		want string
 	}{
 		{[]string{"port", "del", "nope"}, exitFailure, "port nope: not found"},
+		{[]string{"port", "set", "nope", "ingress-rate=1M"}, exitFailure, "port nope: not found"},
+		{[]string{"port", "set", "sc3", "queues=2"}, exitFailure, "remove the port and add it again"},
+		{[]string{"port", "set", "sc3", "ingress-rate=fast"}, exitFailure, `ingress-rate "fast"`},
+		{[]string{"port", "set", "sc3"}, exitUsage, "port set needs"},
+		{[]string{"port", "set", "sc3", "ingress-rate"}, exitUsage, "want OPTION=VALUE"},
 		{[]string{"port", "add", "tun:sc3,netns=" + ns[0].Name}, exitFailure, "a port named sc3"},
 		{[]string{"port", "add", "tun:sc9,netns=softnet-no-such-ns"}, exitFailure, "softnet-no-such-ns"},
 		{[]string{"route", "add", "198.18.3.0/24=sc1"}, exitFailure, "a route to 198.18.3.0/24"},

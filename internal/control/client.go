@@ -52,6 +52,12 @@ func (c *Client) Post(ctx context.Context, path string, body, v any) error {
 	return c.call(ctx, http.MethodPost, path, body, v)
 }
 
+// Patch sends body as JSON to path to change what is there, and decodes
+// the answer into v (if not nil).
+func (c *Client) Patch(ctx context.Context, path string, body, v any) error {
+	return c.call(ctx, http.MethodPatch, path, body, v)
+}
+
 // Delete deletes the resource at path (e.g. "/v1/ports/sn1").
 func (c *Client) Delete(ctx context.Context, path string) error {
 	return c.call(ctx, http.MethodDelete, path, nil, nil)

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/netnstest"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/packet"
@@ -155,6 +156,10 @@ func TestAPI(t *testing.T) {
 	var routes []Route
 	if err := ls.client.Get(ctx, "/v1/routes", &routes); err != nil || len(routes) != 2 || routes[1] != (Route{Prefix: "198.18.2.0/24", Port: "ct1", Origin: "config"}) {
 		t.Errorf("routes %+v, %v", routes, err)
+	}
+	var ver buildinfo.Info
+	if err := ls.client.Get(ctx, "/v1/version", &ver); err != nil || ver != buildinfo.Get() {
+		t.Errorf("version %+v, %v; want %+v", ver, err, buildinfo.Get())
 	}
 	var cfg Config
 	if err := ls.client.Get(ctx, "/v1/config", &cfg); err != nil {
@@ -305,6 +310,10 @@ func TestMetricsMatchTheReport(t *testing.T) {
 	got := scrape()
 	if !hasPrefix(got, "go_build_info") {
 		t.Error("no build info")
+	}
+	bi := buildinfo.Get()
+	if k := fmt.Sprintf("softnet_build_info,goversion=%s,modified=%t,revision=%s,version=%s", bi.Go, bi.Modified, bi.Revision, bi.Version); got[k] != 1 {
+		t.Errorf("no %s", k)
 	}
 	// The workers publish before they sleep: once the pings are over, a
 	// scrape and the report agree.

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"softnet.dev/drop"
+	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/internal/vswitch/portkind"
 )
@@ -35,6 +36,7 @@ var (
 	mStarved   = metric("worker_starved_total", "Rounds in which the worker found the pool empty and waited for buffers.", "worker")
 	mPanics    = metric("worker_program_panics_total", "Program panics on the worker; each cost a batch.", "worker")
 	mLearned   = metric("learned_entries", "Entries of the learned table: hosts of the L3 forwarder (TUN ports) or stations of the bridge (TAP ports).", "table")
+	mBuild     = metric("build_info", "Which softnet the switch is, always 1: the module version, the VCS revision it was built from (empty without VCS stamping), whether the tree was modified, and the Go toolchain (as GET /v1/version says).", "version", "revision", "modified", "goversion")
 	mLearning  = metric("learning_total", "Learning events: new entries (learned), entries that moved to another port (moved), moves refused within the hold time or by policy (moves_refused), sources not learned because the table or the port's share was full (table_full) or the port may not send from them (not_allowed), entries aged out (aged).", "table", "kind")
 )
 
@@ -53,7 +55,7 @@ var kindMetrics = func() map[*portkind.Metric]*prometheus.Desc {
 type collector struct{ sw *vswitch.Switch }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning} {
+	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning, mBuild} {
 		ch <- d
 	}
 	for _, d := range kindMetrics {
@@ -63,6 +65,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.sw.Stats()
+	bi := buildinfo.Get()
+	ch <- prometheus.MustNewConstMetric(mBuild, prometheus.GaugeValue, 1, bi.Version, bi.Revision, strconv.FormatBool(bi.Modified), bi.Go)
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

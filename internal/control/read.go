@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"softnet.dev/engine"
+	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/vswitch"
 )
 
@@ -96,6 +97,11 @@ func (s *Server) services(w http.ResponseWriter, _ *http.Request) {
 		out = []vswitch.ServiceStats{}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// version is GET /v1/version: which softnet the switch is.
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, buildinfo.Get())
 }
 
 func (s *Server) config(w http.ResponseWriter, _ *http.Request) {

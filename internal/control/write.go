@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
+	"slices"
 
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/internal/vswitch/portkind"
 )
 
 // maxBody bounds a request's body: a port spec or a route is a few
@@ -88,6 +91,43 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/ports/"+spec.Name)
 	writeJSON(w, http.StatusCreated, portOf(pv, s.sw.Engine().Stats()))
+}
+
+// PortChange is the body of PATCH /v1/ports/NAME: options as a --port
+// spec writes them, each replacing the port's of its key; an empty value
+// removes it (its default again).
+type PortChange struct {
+	Options map[string]string `json:"options"`
+}
+
+// changePort is PATCH /v1/ports/{name}: changes the port's options that
+// change in place (its rate limits, or its kind's that its kind changes
+// live), without reopening it.
+func (s *Server) changePort(w http.ResponseWriter, r *http.Request) {
+	var req PortChange
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	name := r.PathValue("name")
+	if len(req.Options) == 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`port %s: want {"options": {"OPTION": "VALUE", ...}}`, name))
+		return
+	}
+	keys := slices.Sorted(maps.Keys(req.Options))
+	var opts []portkind.Field
+	for _, k := range keys {
+		opts = append(opts, portkind.Field{Key: k, Value: req.Options[k]})
+	}
+	if _, err := s.sw.ChangePort(name, opts, caller(r)); err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	pv, ok := s.portView(name)
+	if !ok { // removed at once by another client
+		writeError(w, http.StatusConflict, fmt.Sprintf("port %s: removed while being changed", name))
+		return
+	}
+	writeJSON(w, http.StatusOK, portOf(pv, s.sw.Engine().Stats()))
 }
 
 // removePort is DELETE /v1/ports/{name}.

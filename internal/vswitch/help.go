@@ -36,6 +36,14 @@ const commonHelp = `  netns     a named network namespace (ip netns add NS) to p
             while no port is a router, guests' router solicitations and
             MLDv2/IGMPv3 reports (to ff02::2, ff02::16, 224.0.0.2,
             224.0.0.22) drop as NO_ROUTE instead of reaching every port
+  ingress-rate, ingress-burst  police what the switch receives from the
+            port (what its guest sends; the CNI bandwidth capability's
+            egressRate): bits per second and bits, with k, M, G or T
+            (100M); over it dropped as POLICE_INGRESS. Burst default:
+            20 ms of the rate, at least 64 KiB
+  egress-rate, egress-burst  the same for what the switch sends to the
+            port (what its guest receives; CNI's ingressRate):
+            POLICE_EGRESS. Both change live (SIGHUP, ctl port set)
 `
 
 // PortHelp describes the port specs, every kind's and the options every
@@ -58,7 +66,7 @@ The kinds:
 // the options every port has.
 func PortUsage() string {
 	return kindList(func(k *portkind.Kind) string { return k.Synopsis }) +
-		" (see above) with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off"
+		" (see above) with ,netns=NS ,dev=IFNAME ,queues=N ,offload=on|off ,gro=on|off ,io=uring|syscall ,allow=PREFIX[+...]|any ,mac=MAC[+...] ,dhcp-server=on|off ,router=on|off ,ingress-rate=BITS/S ,ingress-burst=BITS ,egress-rate=BITS/S ,egress-burst=BITS"
 }
 
 // RouteUsage is the --route flag's usage.

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"softnet.dev/engine"
+	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/port"
 	"softnet.dev/program"
 )
@@ -148,6 +149,9 @@ func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by 
 			sw.forgetIndex(index)
 			delete(sw.stale, index)
 		}
+		if err := sw.chain.police.SetLimits(index, spec.Ingress, spec.Egress); err != nil {
+			return err
+		}
 		return sw.chain.sec.SetPolicy(index, pol)
 	})
 	if err != nil {
@@ -168,6 +172,61 @@ func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by 
 	sw.resizeShares()
 	sw.log.Info("port added", "port", spec.Name, "index", lp.index, by)
 	return nil
+}
+
+// ChangePort changes the named port's options while it runs: each of
+// opts replaces the port's options of its key, or, with no value,
+// removes them (the default again). Only what changes in place, as a
+// reload would change it (its rate limits; the kind's own options that
+// its kind takes live), is taken; anything else is ErrRestart: remove
+// the port and add it again. It returns the port's spec now.
+func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (PortSpec, error) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	i := sw.cfg.portIndex(name)
+	if i < 0 {
+		return PortSpec{}, fmt.Errorf("port %s: %w", name, ErrNotFound)
+	}
+	lp := sw.ports[i]
+	given := map[string]bool{}
+	for _, o := range opts {
+		given[o.Key] = true
+	}
+	var fields []portkind.Field
+	for _, f := range lp.spec.fields() {
+		if !given[f.Key] {
+			fields = append(fields, f)
+		}
+	}
+	for _, o := range opts {
+		if o.Value != "" {
+			fields = append(fields, o)
+		}
+	}
+	spec, err := newPort(lp.spec.Kind, name, fields, nil)
+	if err != nil {
+		return PortSpec{}, fmt.Errorf("port %s: %w: %w", name, ErrInvalid, err)
+	}
+	spec.at, spec.Origin, spec.Kept = lp.spec.at, lp.spec.Origin, lp.spec.Kept
+	switch lp.reloadTo(spec) {
+	case kept:
+		return spec, nil
+	case reopened:
+		return PortSpec{}, fmt.Errorf("port %s: %w: %s does not change in place; remove the port and add it again", name, ErrRestart, spec)
+	}
+	next := sw.cfg.clone()
+	next.Ports[i] = spec
+	if err := next.Validate(); err != nil {
+		return PortSpec{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := sw.persist(next); err != nil {
+		return PortSpec{}, err
+	}
+	if err := sw.change(lp, spec, by); err != nil {
+		sw.unpersist()
+		return PortSpec{}, err
+	}
+	return spec, nil
 }
 
 // RemovePort removes the named port while the switch runs: its routes go
@@ -234,6 +293,8 @@ func (sw *Switch) removePort(name string, by slog.Attr) (closeDevice func() erro
 		return nil, fmt.Errorf("port %s: %w", name, err)
 	default:
 		sw.chain.sec.RemovePolicy(lp.index)
+		// Zero limits are valid: no error.
+		_ = sw.chain.police.SetLimits(lp.index, program.Limit{}, program.Limit{})
 	}
 	sw.forgetIndex(lp.index)
 	sw.cfg.Ports = slices.Delete(sw.cfg.Ports, i, i+1)

@@ -45,6 +45,8 @@ var commonOptions = []struct {
 	{portkind.NetNS, "netns"}, {portkind.Dev, "dev"}, {portkind.Queues, "queues"}, {portkind.Offload, "offload"},
 	{portkind.GRO, "gro"}, {portkind.IO, "io"}, {portkind.Allow, "allow"}, {portkind.MAC, "mac"},
 	{portkind.DHCPServer, "dhcp-server"}, {portkind.Router, "router"},
+	{portkind.IngressRate, "ingress-rate"}, {portkind.IngressBurst, "ingress-burst"},
+	{portkind.EgressRate, "egress-rate"}, {portkind.EgressBurst, "egress-burst"},
 }
 
 // commonOption returns the option every port has named name.
@@ -110,6 +112,9 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 		}
 		p.GRO = false
 	}
+	if err := p.checkLimits(); err != nil {
+		return PortSpec{}, err
+	}
 	if err := p.Options.Check(p.Name, p.Common, p.Queues); err != nil {
 		return PortSpec{}, err
 	}
@@ -168,6 +173,8 @@ func (p *PortSpec) setCommon(opt portkind.Option, key, v string) error {
 			return err
 		}
 		p.MACs = m
+	case portkind.IngressRate, portkind.IngressBurst, portkind.EgressRate, portkind.EgressBurst:
+		return p.setLimit(key, v)
 	default:
 		on := v == "on"
 		if !on && v != "off" {
@@ -228,7 +235,7 @@ func (p PortSpec) fields() []portkind.Field {
 	if p.Router {
 		add("router", "on")
 	}
-	return out
+	return append(out, p.limitFields()...)
 }
 
 func (p PortSpec) String() string {

@@ -13,8 +13,8 @@ import (
 // Apply changes the running switch into cfg (a configuration file read
 // again, on SIGHUP): ports and routes that are gone are removed, new
 // ones added. A port whose spec changed is changed in place if only its
-// kind's own options changed and its kind takes that change live
-// (portkind.Options.Live), else removed and added again.
+// rate limits changed, or its kind's own options and its kind takes that
+// change live (portkind.Options.Live), else removed and added again.
 // It returns what it changed, one line each. The whole change is
 // checked before anything is touched: an invalid cfg, one that differs
 // in what cannot change live (workers, services, filters, the kind of
@@ -278,12 +278,36 @@ func (lp *livePort) reloadTo(spec PortSpec) int {
 	if s == lp.spec.String() {
 		return kept
 	}
-	same := lp.spec
+	// Rate limits change live whatever the kind; its own options if it
+	// says so.
+	limits := lp.spec
+	limits.Ingress, limits.Egress = spec.Ingress, spec.Egress
+	if limits.String() == s {
+		return inPlace
+	}
+	same := limits
 	same.Options = spec.Options
 	if same.String() == s && lp.spec.Options.Live(spec.Options) {
 		return inPlace
 	}
 	return reopened
+}
+
+// change changes the running port lp into spec in place, which reloadTo
+// allows: its kind's options if they differ, its rate limits.
+func (sw *Switch) change(lp *livePort, spec PortSpec, by slog.Attr) error {
+	if !slices.Equal(lp.spec.Options.Fields(), spec.Options.Fields()) {
+		if err := lp.open.Change(spec.Options); err != nil {
+			return fmt.Errorf("port %s: %w", spec, err)
+		}
+	}
+	if err := sw.chain.police.SetLimits(lp.index, spec.Ingress, spec.Egress); err != nil {
+		return fmt.Errorf("port %s: %w", spec, err)
+	}
+	spec.Kept = lp.spec.Kept // the same device
+	lp.spec, sw.cfg.Ports[slices.Index(sw.ports, lp)] = spec, spec
+	sw.log.Info("port changed", "port", spec.Name, "spec", spec.String(), by)
+	return nil
 }
 
 // run makes the change, in the order that keeps guests honest: routes
@@ -310,12 +334,9 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		r.done = append(r.done, "port removed: "+name)
 	}
 	for _, c := range r.changed {
-		if err := c.lp.open.Change(c.spec.Options); err != nil {
-			return fmt.Errorf("port %s: %w", c.spec, err)
+		if err := sw.change(c.lp, c.spec, by); err != nil {
+			return err
 		}
-		c.spec.Kept = c.lp.spec.Kept // the same device
-		c.lp.spec, sw.cfg.Ports[slices.Index(sw.ports, c.lp)] = c.spec, c.spec
-		sw.log.Info("port changed", "port", c.spec.Name, "spec", c.spec.String(), by)
 		r.done = append(r.done, "port changed: "+c.spec.String())
 	}
 	// What the new configuration has is valid: so is every step on the

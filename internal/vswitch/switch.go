@@ -203,6 +203,7 @@ type livePort struct {
 
 // chain is the switch's own programs.
 type chain struct {
+	police *program.Policer // the ports' rate limits, both ways
 	sec    *program.PortSecurity
 	filter *program.Filter      // nil without filter rules
 	fwd    *program.L3Forwarder // for TUN ports
@@ -317,9 +318,12 @@ func (sw *Switch) build() error {
 	for i, pol := range sw.plan.Policies {
 		sw.warnNoSources(sw.cfg.Ports[i].Name, pol)
 	}
-	// Port security goes first, before the services' table too: nothing
-	// a guest sends as someone else is delivered, filtered or learned.
-	ecfg.Programs = append(ecfg.Programs, sw.chain.sec)
+	// The policer goes first, as the kernel's tc ingress comes before
+	// anything else: a guest over its rate costs no more than the drop.
+	// Port security next, before the services' table too: nothing a
+	// guest sends as someone else is delivered, filtered or learned.
+	ecfg.Programs = append(ecfg.Programs, sw.chain.police, sw.chain.sec)
+	ecfg.Egress = sw.chain.police
 	if len(sw.cfg.Services) > 0 {
 		if err := sw.openServices(); err != nil {
 			return err
@@ -493,8 +497,8 @@ func (sw *Switch) openServices() error {
 	return nil
 }
 
-// newChain builds the switch's programs: port security with the
-// policies, the filter if there are rules, then the learning bridge for
+// newChain builds the switch's programs: the policer with the ports'
+// rate limits, port security with the policies, the filter if there are rules, then the learning bridge for
 // TAP ports (each port's share of the table bounded) or the L3 forwarder
 // with the routes for TUN ports (unknown destinations dropped with
 // NO_ROUTE, TTL decremented, learning only what the policies allow); a
@@ -502,6 +506,12 @@ func (sw *Switch) openServices() error {
 func (p *Plan) newChain(log *slog.Logger) (chain, error) {
 	var c chain
 	var err error
+	c.police = program.NewPolicer()
+	for i, spec := range p.Ports {
+		if err := c.police.SetLimits(i, spec.Ingress, spec.Egress); err != nil {
+			return c, err
+		}
+	}
 	if c.sec, err = program.NewPortSecurity(p.Policies); err != nil {
 		return c, err
 	}

@@ -83,8 +83,9 @@ type Need struct {
 type Option uint16
 
 // The options every port has: where the port's device is, its queues,
-// offloads and I/O path, and its port security (the switch's, by
-// program.PortPolicy).
+// offloads and I/O path, its port security (the switch's, by
+// program.PortPolicy) and its rate limits (the switch's, by
+// program.Policer).
 const (
 	NetNS Option = 1 << iota
 	Dev
@@ -96,8 +97,15 @@ const (
 	MAC
 	DHCPServer
 	Router
+	IngressRate
+	IngressBurst
+	EgressRate
+	EgressBurst
 
-	Every = NetNS | Dev | Queues | Offload | GRO | IO | Allow | MAC | DHCPServer | Router
+	// Limits are the rate limits, which every kind takes: the switch
+	// polices them, whatever carries the port's packets.
+	Limits = IngressRate | IngressBurst | EgressRate | EgressBurst
+	Every  = NetNS | Dev | Queues | Offload | GRO | IO | Allow | MAC | DHCPServer | Router | Limits
 )
 
 // Common are the options every port has, those its kind takes.
@@ -115,6 +123,12 @@ type Common struct {
 	MACs       [][6]byte // the source MACs a bridged port's guest may use (empty: any)
 	DHCPServer bool      // let the guest answer DHCP; off by default
 	Router     bool      // let the guest send IPv6 router advertisements; off by default
+	// Ingress limits what the switch receives from the port (what its
+	// guest sends), Egress what it sends to the port (what its guest
+	// receives): the switch's directions, as Open vSwitch's ingress
+	// policing, where the CNI bandwidth capability's are the pod's. Zero:
+	// no limit. A change of them alone is made live, without the kind.
+	Ingress, Egress program.Limit
 }
 
 // Field is an option as a spec writes it: Key=Value.

@@ -21,7 +21,7 @@ var Kind = portkind.Kind{
 	Synopsis: "vhost-user:NAME,socket=PATH",
 	Keys:     []string{"socket", "mode"},
 	Needs:    []portkind.Need{{Key: "socket", Missing: "a vhost-user port needs socket=PATH"}},
-	Takes:    portkind.Queues | portkind.Offload | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	Takes:    portkind.Queues | portkind.Offload | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap devices, not to vhost-user ports",
 	Help: `  vhost-user:NAME,socket=PATH[,mode=server|client]
             a VM's virtio-net device, bridged like a tap port, whose

@@ -27,7 +27,7 @@ var Kind = portkind.Kind{
 	Synopsis: "vxlan:NAME,vni=N,local=IP,remote=IP",
 	Keys:     []string{"vni", "local", "remote", "fdb", "port", "srcports", "mode", "vtep-mac"},
 	Needs:    []portkind.Need{{Key: "vni", Missing: "vxlan ports need vni=N"}},
-	Takes:    portkind.NetNS | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	Takes:    portkind.NetNS | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap ports",
 	Help: `  vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...]
       [,fdb=MAC@REMOTE...][,port=N][,srcports=MIN-MAX][,mode=l2|l3]
