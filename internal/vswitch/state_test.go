@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"softnet.dev/internal/vswitch/portkind"
 )
 
 // A state reads back as the configuration it was written from, origins
@@ -76,11 +78,20 @@ func TestSwitchSavesBeforeChanging(t *testing.T) {
 	if err := sw.RemovePort("v1", slog.Attr{}); !errors.Is(err, ErrState) {
 		t.Errorf("remove, not saved: %v", err)
 	}
+	if _, err := sw.ChangePort("v1", []portkind.Field{{Key: "ingress-rate", Value: "100M"}}, slog.Attr{}); !errors.Is(err, ErrState) {
+		t.Errorf("change, not saved: %v", err)
+	}
+	if pv := sw.Ports()[0]; strings.Contains(pv.Spec.String(), "ingress-rate") {
+		t.Errorf("a change not saved was made: %s", pv.Spec)
+	}
 	fail = false
 	if err := sw.RemovePort("v2", slog.Attr{}); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"v1", "v1 v2", "v1"}; !slices.Equal(saved, want) {
+	if _, err := sw.ChangePort("v1", []portkind.Field{{Key: "ingress-rate", Value: "100M"}}, slog.Attr{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"v1", "v1 v2", "v1", "v1"}; !slices.Equal(saved, want) {
 		t.Errorf("saved %q, want %q", saved, want)
 	}
 	var names []string
