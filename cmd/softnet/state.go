@@ -158,20 +158,24 @@ func (st *switchState) restore(sw *vswitch.Switch, api vswitch.Config, log *slog
 			log.Error("state file: port skipped; its routes too", "port", p.Name, "spec", p.String(), "err", err, "file", st.file.Path())
 		}
 	}
+	routes := 0
 	for _, r := range api.Routes {
 		if skipped[r.Port] {
 			continue
 		}
 		if err := sw.AddRoute(r, by); err != nil {
 			log.Error("state file: route skipped", "route", r.String(), "err", err, "file", st.file.Path())
+			continue
 		}
+		routes++
 	}
 	if err := st.file.Save(sw.Config().MarshalState()); err != nil {
 		return err
 	}
 	sw.SetSave(func(cfg vswitch.Config) error { return st.file.Save(cfg.MarshalState()) })
 	if len(api.Ports)+len(api.Routes) > 0 {
-		log.Info("state restored", "file", st.file.Path(), "ports", len(api.Ports)-len(skipped), "skipped", len(skipped), "routes", len(api.Routes))
+		log.Info("state restored", "file", st.file.Path(), "ports", len(api.Ports)-len(skipped), "routes", routes,
+			"skipped_ports", len(skipped), "skipped_routes", len(api.Routes)-routes)
 	}
 	return nil
 }

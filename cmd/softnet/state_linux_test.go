@@ -364,3 +364,41 @@ func TestSwitchRestartKeepsGuests(t *testing.T) {
 	}
 	sp.stop(t)
 }
+
+// A switch with a state file that dies (SIGKILL) leaves the devices it
+// created, which are persistent while it runs, configured; the next
+// switch adopts them and the guests talk again. Its plain stop then
+// removes them.
+func TestSwitchCrashKeepsGuests(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	netnstest.RequireRoot(t)
+	bin := buildSoftnet(t)
+	var ns [2]*netnstest.NS
+	for i := range ns {
+		ns[i] = netnstest.New(t)
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	sp := startSwitch(t, bin, "--state", state)
+	for i, n := range []string{"kc1", "kc2"} {
+		sp.mustCtl(t, "port", "add", "tun:"+n+",netns="+ns[i].Name)
+		sp.mustCtl(t, "route", "add", fmt.Sprintf("198.18.%d.0/24=%s", i+1, n))
+		guest(t, ns[i], n, i+1)
+	}
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-sp.exited
+	sp = startSwitch(t, bin, "--state", state)
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
+		t.Errorf("after a crash, across the adopted devices: %v\n%s", err, sp.logText())
+	}
+	sp.stop(t)
+	for i, n := range []string{"kc1", "kc2"} {
+		if out, err := ns[i].Exec("ip", "link", "show", n); err == nil {
+			t.Errorf("%s outlived a plain stop:\n%s", n, out)
+		}
+	}
+}
