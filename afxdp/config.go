@@ -129,6 +129,16 @@ func (cfg Config) withDefaults() Config {
 
 // Validate checks cfg, with its defaults, without touching the system.
 func (cfg Config) Validate() error {
+	if cfg.Pool == nil {
+		return fmt.Errorf("afxdp %s: no buffer pool: the UMEM is one of its classes", cfg.Name)
+	}
+	return cfg.Check()
+}
+
+// Check checks cfg as Validate does but for its pool, which a
+// configuration written before the pool exists (a switch's port spec)
+// has not.
+func (cfg Config) Check() error {
 	cfg = cfg.withDefaults()
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("afxdp %s: "+format, append([]any{cfg.Name}, args...)...)
@@ -140,8 +150,6 @@ func (cfg Config) Validate() error {
 		return fail("interface %q: not a valid interface name", cfg.Dev)
 	case !netns.Valid(cfg.NetNS):
 		return fail("invalid namespace %q: want a name or an absolute path", cfg.NetNS)
-	case cfg.Pool == nil:
-		return fail("no buffer pool: the UMEM is one of its classes")
 	case cfg.Queues < 0 || cfg.Queues > maxQueues:
 		return fail("%d queues: want 1 to %d (0: every queue of the interface)", cfg.Queues, maxQueues)
 	case cfg.Mode < ModeAuto || cfg.Mode > ModeGeneric:

@@ -14,13 +14,24 @@ import (
 // class's buffers, as tun.RingBuffers).
 const FillBuffers = 512
 
-// A queue keeps at least its floor lent, however many queues the
-// worker serves: an idle queue costs its floor and nothing more, and a
-// burst that arrives on it finds that many frames.
+// A queue keeps at least its floor lent: an idle queue costs its floor
+// and nothing more, and a burst that arrives on it finds that many
+// frames. The floors of one worker's queues together stay within
+// FloorBuffers, so that what a worker lends is bounded whatever the
+// number of ports: past FloorBuffers/minFloor queues (128) a worker's
+// floors shrink below minFloor, down to one frame, and its busy queues
+// still grow into FillBuffers.
 const (
-	minFloor = 8
-	maxFloor = 64
+	minFloor     = 16
+	maxFloor     = 64
+	FloorBuffers = 2048
 )
+
+// WorkerBuffers is the most frames of the UMEM's class that one worker
+// lends its queues' fill rings, over every port: the buffer pool must
+// hold that many per worker beyond what its workers use themselves
+// (the switch sizes its pool so, through its kinds' table).
+const WorkerBuffers = FillBuffers + FloorBuffers
 
 // refillChunk is how many buffers one bulk get takes for a fill ring.
 const refillChunk = 64
@@ -85,10 +96,10 @@ func (q *rxQueue) leave() {
 }
 
 // resize sets the floor for the number of queues: the shared part
-// spread over them, within [minFloor, maxFloor], and recounts what they
-// lend above it.
+// spread over them, within [minFloor, maxFloor], and all of them within
+// FloorBuffers; and recounts what they lend above it.
 func (b *fillBudget) resize() {
-	b.floor = min(max(b.shared/len(b.queues), minFloor), maxFloor)
+	b.floor = min(max(b.shared/len(b.queues), minFloor), maxFloor, max(FloorBuffers/len(b.queues), 1))
 	b.extra = 0
 	for _, q := range b.queues {
 		q.target = max(q.target, b.floor)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"softnet.dev/internal/iptext"
 	"softnet.dev/packet"
 )
 
@@ -89,17 +90,7 @@ func ParseRule(s string) (Rule, error) {
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		return netip.ParsePrefix(s)
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	if a.Zone() != "" {
-		return netip.Prefix{}, errors.New("a zone cannot be matched")
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	return iptext.ParsePrefixOrAddr(s)
 }
 
 func parseProto(s string) (uint8, error) {

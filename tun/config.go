@@ -82,7 +82,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case cfg.Name == "":
-		return fail("no device name")
+		return cfg, errors.New("tun: no device name")
 	case len(cfg.Name) > MaxNameLen:
 		return fail("name longer than %d bytes", MaxNameLen)
 	case !netns.ValidDevName(cfg.Name):

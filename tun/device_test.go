@@ -28,7 +28,8 @@ func TestConfigErrors(t *testing.T) {
 		if d, err := Open(cfg); err == nil {
 			d.Close()
 			t.Errorf("Open(%+v) succeeded", cfg)
-		} else if !strings.HasPrefix(err.Error(), "tun ") {
+		} else if !strings.HasPrefix(err.Error(), "tun "+cfg.Name+": ") && !(cfg.Name == "" && strings.HasPrefix(err.Error(), "tun: ")) {
+			// A device without a name is "tun: ...", not "tun : ...".
 			t.Errorf("Open(%+v): error %q lacks context", cfg, err)
 		}
 	}

@@ -116,7 +116,9 @@ func (cfg Config) Validate() error {
 		return fail("name %q: want 1 to 64 characters without commas, '=', '/' or blanks", cfg.Name)
 	case cfg.VNI > MaxVNI:
 		return fail("vni %d: want 0 to %d", cfg.VNI, MaxVNI)
-	case !local.IsValid() || local.IsUnspecified() || local.IsMulticast():
+	case !local.IsValid():
+		return fail("no local address: want the underlay's unicast address to send from")
+	case local.IsUnspecified() || local.IsMulticast():
 		return fail("local address %v: want a unicast address of the underlay (the outer checksum covers it)", local)
 	case local.Is4In6():
 		return fail("local address %v: write IPv4 addresses as such", local)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,6 +217,12 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A missing local address is said to be missing, not "invalid IP".
+	nolocal := good
+	nolocal.Local = netip.AddrPort{}
+	if err := nolocal.Validate(); err == nil || !strings.Contains(err.Error(), "no local address") {
+		t.Errorf("no local address: %v", err)
 	}
 	most := good
 	most.Remotes = manyRemotes(MaxRemotes)

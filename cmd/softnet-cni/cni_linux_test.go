@@ -775,6 +775,8 @@ func TestBadInput(t *testing.T) {
 		{"no name", env("ADD", nil), without("name"), types.ErrInvalidNetworkConfig, "name"},
 		{"bad mode", env("ADD", nil), with("mode", "vxlan"), types.ErrInvalidNetworkConfig, `"mode"`},
 		{"bad mtu", env("ADD", nil), with("mtu", 20), types.ErrInvalidNetworkConfig, `"mtu"`},
+		{"mtu a string", env("ADD", nil), with("mtu", "1500"), types.ErrInvalidNetworkConfig, `"mtu": a JSON string where a number is wanted`},
+		{"mode a number", env("ADD", nil), with("mode", 3), types.ErrInvalidNetworkConfig, `"mode": a JSON number where a string is wanted`},
 		{"relative socket", env("ADD", nil), with("socket", "softnet.sock"), types.ErrInvalidNetworkConfig, `"socket"`},
 		{"no ipam", env("ADD", nil), without("ipam"), types.ErrInvalidNetworkConfig, `"ipam"`},
 		{"ipam missing", env("ADD", nil), with("ipam", map[string]any{"type": "softnet-no-such-ipam"}), types.ErrInvalidNetworkConfig, "not in CNI_PATH"},

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -75,6 +77,12 @@ func (b *bandwidth) options() string {
 func parseConf(stdin []byte) (*netConf, error) {
 	conf := &netConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
+		// Valid JSON with a value of the wrong type ("mtu": "1500") is
+		// a configuration error, not a decoding one.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, invalidConf(fmt.Sprintf("%q: a JSON %s where %s is wanted", te.Field, te.Value, jsonKind(te.Type)))
+		}
 		return nil, types.NewError(types.ErrDecodingFailure, "network configuration on stdin is not valid JSON", err.Error())
 	}
 	if conf.Socket == "" {
@@ -105,6 +113,22 @@ func parseConf(stdin []byte) (*netConf, error) {
 		return nil, types.NewError(types.ErrDecodingFailure, "prevResult cannot be parsed", err.Error())
 	}
 	return conf, nil
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "an object"
 }
 
 func invalidConf(msg string) *types.Error {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -25,8 +24,12 @@ import (
 	"softnet.dev/internal/vswitch"
 )
 
-// exitNoSwitch is ctl's exit code when no switch answers on the socket.
-const exitNoSwitch = 3
+// ctl's exit codes beyond exitOK, exitFailure (the switch refused the
+// request, or it failed) and exitUsage; docs/api.md lists them all.
+const (
+	exitNoSwitch = 3 // no switch answers on the socket
+	exitDenied   = 4 // the socket's permissions keep the caller out
+)
 
 func newCtlCmd() *cobra.Command {
 	var socket string
@@ -37,8 +40,12 @@ func newCtlCmd() *cobra.Command {
 (--control, default ` + control.DefaultSocket + `). Anyone who can write the
 socket controls the switch; it is created with mode 0660.
 
-Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
-2 usage, 3 no switch is running on the socket.`,
+Exit codes: 0 ok; 1 the switch refused the request, or it failed (the
+message is printed); 2 usage: an unknown command, a missing or extra
+argument, a bad flag, or a spec, route or prefix that does not parse;
+3 no switch is running on the socket; 4 the socket's permissions keep
+the caller out (a switch started with --control-group GROUP lets GROUP's
+members in).`,
 		Example: `  softnet ctl stats --watch
   softnet ctl port add tun:sn3,netns=guest3
   softnet ctl route add 198.18.3.0/24=sn3
@@ -64,10 +71,15 @@ Exit codes: 0 ok, 1 the switch refused the request (its message is printed),
 				// --watch INTERVAL, which the flag parser leaves as an
 				// argument since the interval is optional.
 				d, err := time.ParseDuration(args[0])
-				if err != nil || !cmd.Flags().Changed("watch") || d <= 0 {
+				if err != nil || !cmd.Flags().Changed("watch") {
 					return usageError{fmt.Errorf("stats: unexpected argument %q (want --watch INTERVAL, e.g. 2s)", args[0])}
 				}
 				watch = d
+			}
+			// An interval of 0 would print once, as without --watch: the
+			// caller meant something else.
+			if cmd.Flags().Changed("watch") && watch <= 0 {
+				return usageError{fmt.Errorf("--watch %v: want an interval above 0, e.g. 1s (or no --watch for one print)", watch)}
 			}
 			ctx := cmd.Context()
 			var prev *vswitch.Report
@@ -318,7 +330,7 @@ success.`,
 		Example: `  softnet ctl route del 198.18.3.0/24`,
 		Args:    exactArgs(1, "route del needs a PREFIX, e.g. 198.18.3.0/24"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := netip.ParsePrefix(args[0])
+			p, err := vswitch.ParsePrefix(args[0])
 			if err != nil {
 				return usageError{fmt.Errorf("route del: %w", err)}
 			}
@@ -365,7 +377,7 @@ func newDropsCmd(client func() *control.Client) *cobra.Command {
 		rate, count   int
 	)
 	cmd := &cobra.Command{
-		Use:   "drops [--watch [--rate N/s] [-n COUNT] [--json]]",
+		Use:   "drops [--json] [--watch [--rate N/s] [-n COUNT]]",
 		Short: "Print drops by port and reason; with --watch, stream dropped packets as they happen",
 		Long: `drops prints the switch's drops by port and reason. With --watch it streams
 dropped packets as they happen, one line each: time, port, worker, reason
@@ -383,26 +395,18 @@ sampler skipped and lost.`,
 				if err := client().Get(cmd.Context(), "/v1/stats", &rep); err != nil {
 					return ctlError(err)
 				}
+				rows := dropRows(&rep)
+				if asJSON {
+					return json.NewEncoder(out).Encode(rows)
+				}
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "port\treason\tpackets")
-				for _, p := range rep.Ports {
-					for reason, n := range p.Drops {
-						if n > 0 {
-							fmt.Fprintf(tw, "%s\t%s\t%d\n", p.Name, drop.Reason(reason), n)
-						}
+				for _, r := range rows {
+					name := r.Port
+					if r.Dir != "" {
+						name += " (" + r.Dir + ")"
 					}
-				}
-				for _, d := range rep.Devices {
-					for reason, n := range d.RxDrops {
-						if n > 0 {
-							fmt.Fprintf(tw, "%s (rx)\t%s\t%d\n", d.Port, drop.Reason(reason), n)
-						}
-					}
-					for reason, n := range d.TxDrops {
-						if n > 0 {
-							fmt.Fprintf(tw, "%s (tx)\t%s\t%d\n", d.Port, drop.Reason(reason), n)
-						}
-					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\n", name, r.Reason, r.Packets)
 				}
 				return tw.Flush()
 			}
@@ -439,8 +443,38 @@ sampler skipped and lost.`,
 	f.BoolVar(&watch, "watch", false, "stream dropped packets until interrupted")
 	f.IntVar(&rate, "rate", control.DefaultDropRate, "with --watch, at most N drops a second")
 	f.IntVarP(&count, "count", "n", 0, "with --watch, stop after N drops")
-	f.BoolVar(&asJSON, "json", false, "with --watch, print each drop as JSON")
+	f.BoolVar(&asJSON, "json", false, "print JSON: the counts as one list, or with --watch each drop as a line")
 	return cmd
+}
+
+// dropRow is one line of softnet ctl drops: a port's drops of a reason,
+// by the programs (Dir "") or by its device receiving or sending.
+type dropRow struct {
+	Port    string `json:"port"`
+	Dir     string `json:"dir,omitempty"` // "rx" or "tx": the device's
+	Reason  string `json:"reason"`
+	Packets uint64 `json:"packets"`
+}
+
+// dropRows are the report's drops, each port's and device's by reason,
+// those that happened only.
+func dropRows(rep *vswitch.Report) []dropRow {
+	rows := []dropRow{}
+	add := func(port, dir string, counts []uint64) {
+		for reason, n := range counts {
+			if n > 0 {
+				rows = append(rows, dropRow{Port: port, Dir: dir, Reason: drop.Reason(reason).String(), Packets: n})
+			}
+		}
+	}
+	for _, p := range rep.Ports {
+		add(p.Name, "", p.Drops[:])
+	}
+	for _, d := range rep.Devices {
+		add(d.Port, "rx", d.RxDrops[:])
+		add(d.Port, "tx", d.TxDrops[:])
+	}
+	return rows
 }
 
 func newCaptureCmd(client func() *control.Client) *cobra.Command {
@@ -463,7 +497,7 @@ The filter is a conjunction of "host ADDR", "net PREFIX",
 "proto tcp|udp|icmp|icmpv6|arp" and "port N", joined by "and".`,
 		Example: `  softnet ctl capture sn0 -c 10 -w ping.pcap --filter "proto icmp"
   softnet ctl capture sn0 -w - | tcpdump -n -r -`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1, "capture needs a PORT, e.g. capture sn0 -w -"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
 				return usageError{errors.New("capture: -w FILE or -w - is required")}
@@ -551,6 +585,8 @@ func ctlError(err error) error {
 	switch {
 	case errors.Is(err, control.ErrNoSwitch):
 		return &exitError{code: exitNoSwitch, err: err}
+	case errors.Is(err, control.ErrDenied):
+		return &exitError{code: exitDenied, err: fmt.Errorf("%w: the socket is for root and its group (mode 0660); run ctl as root, or start the switch with --control-group GROUP and run ctl as a member of GROUP", err)}
 	case errors.As(err, &refused), errors.Is(err, context.DeadlineExceeded):
 		return &exitError{code: exitFailure, err: err}
 	}

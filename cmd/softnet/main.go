@@ -55,7 +55,35 @@ programs and a drop reason for every lost packet.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd(), newVersionCmd())
+	// Without a command, the help; with an unknown one, a usage error
+	// (cobra's own is a plain error, which would exit 1).
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		}
+		return cmd.Help()
+	}
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes the errors of c's and its commands' argument checks
+// (cobra.NoArgs: an unknown command; cobra.ExactArgs) usage errors.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var ue usageError
+			if err != nil && !errors.As(err, &ue) {
+				return usageError{err}
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }
 
 func main() {

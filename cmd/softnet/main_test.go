@@ -71,6 +71,22 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "no-such-experiment"},
 		{"bench", "--duration", "0s"},
 		{"bench", "--no-such-flag"},
+		// Unknown commands and missing or extra arguments: usage, not
+		// "the switch refused" (1).
+		{"no-such-command"},
+		{"ctl", "no-such-command"},
+		{"ctl", "port", "no-such-command"},
+		{"ctl", "route", "no-such-command"},
+		{"ctl", "capture"},
+		{"ctl", "port", "del"},
+		{"switch", "extra"},
+		// --watch 0s would print once, as no --watch does.
+		{"ctl", "stats", "--watch=0s"},
+		{"ctl", "stats", "--watch", "0s"},
+		{"ctl", "stats", "--watch=-1s"},
+		// Refused before the ports are looked at (here there are none).
+		{"switch", "--control", "", "--metrics", "nohost"},
+		{"switch", "--control", "", "--metrics", "127.0.0.1:99999"},
 	} {
 		if _, _, code := run(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
@@ -100,6 +116,50 @@ func TestSwitchHelpListsTheKinds(t *testing.T) {
 	for _, opt := range []string{"netns", "dev", "queues", "offload", "gro", "io", "allow", "mac", "dhcp-server", "router"} {
 		if !strings.Contains(out, "\n  "+opt+" ") {
 			t.Errorf("help lacks the option %s", opt)
+		}
+	}
+}
+
+// Bad addresses and prefixes are reported in the user's terms, never
+// in the Go parser's (netip.ParsePrefix("...")).
+func TestAddressErrorsSpeakTheUsersTerms(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ctl", "route", "del", "10.0.0.0"}, `"10.0.0.0" is not a prefix: want ADDRESS/LENGTH`},
+		{[]string{"ctl", "route", "del", "10.0.0.0/33"}, `length "33": want 0 to 32 for IPv4`},
+		{[]string{"switch", "--control", "", "--port", "tun:snc0,allow=10.0.0.0/33", "--port", "tun:snc1"}, `length "33": want 0 to 32`},
+		{[]string{"switch", "--control", "", "--filter", "deny src=1.2.3", "--port", "tun:snc0", "--port", "tun:snc1"}, `"1.2.3" is neither a prefix nor an IP address`},
+		{[]string{"switch", "--control", "", "--port", "tun:", "--port", "tun:snc1"}, `no port name: want tun:NAME`},
+		{[]string{"switch", "--control", "", "--port", "vxlan:v,vni=5", "--port", "tun:snc1"}, `vxlan ports need local=IP`},
+	} {
+		_, stderr, code := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "Parse") {
+			t.Errorf("%q: exit %d, %s; want exit %d and %q", c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+}
+
+// --cpus names CPUs this process may run on: a worker pinned to another
+// would run unpinned, on CPUs meant for the VMs.
+func TestSwitchRefusesCPUsItCannotUse(t *testing.T) {
+	_, stderr, code := run(t, "switch", "--control", "", "--cpus", "0,1023")
+	if code != exitUsage || !strings.Contains(stderr, "--cpus 0,1023: CPU 1023 is not one this process may run on") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// --metrics takes a bare port as every address's, as :PORT.
+func TestMetricsListenAddr(t *testing.T) {
+	for in, want := range map[string]string{"": "", "9477": ":9477", ":9477": ":9477", "127.0.0.1:9477": "127.0.0.1:9477", "[::1]:9477": "[::1]:9477"} {
+		if got, err := metricsListenAddr(in); err != nil || got != want {
+			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"0", "65536", "nohost", "127.0.0.1:0", "127.0.0.1:http", "::1:9477"} {
+		if got, err := metricsListenAddr(in); err == nil || !strings.Contains(err.Error(), "--metrics") {
+			t.Errorf("%q: %q, %v; want an error", in, got, err)
 		}
 	}
 }

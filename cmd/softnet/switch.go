@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -98,6 +99,21 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if workers < 1 || workers > vswitch.MaxWorkers {
 				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
 			}
+			// The flags first: what they say is wrong whatever the ports.
+			addr, err := metricsListenAddr(metricsAddr)
+			if err != nil {
+				return usageError{err}
+			}
+			if busyPoll < 0 || busyPoll > vswitch.MaxBusyPoll {
+				return usageError{fmt.Errorf("--busy-poll %v: want 0 to %v", busyPoll, vswitch.MaxBusyPoll)}
+			}
+			cpuList, err := vswitch.ParseCPUs(cpus)
+			if err == nil {
+				err = vswitch.CheckCPUs(cpuList)
+			}
+			if err != nil {
+				return usageError{fmt.Errorf("--cpus %s: %w", cpus, err)}
+			}
 			if controlGroup != "" && controlPath == "" {
 				return usageError{errors.New(`--control-group: there is no control socket (--control "")`)}
 			}
@@ -137,12 +153,6 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				defer f.Close()
 				statsFile = f
 			}
-			if busyPoll < 0 || busyPoll > vswitch.MaxBusyPoll {
-				return usageError{fmt.Errorf("--busy-poll %v: want 0 to %v", busyPoll, vswitch.MaxBusyPoll)}
-			}
-			if _, err := vswitch.ParseCPUs(cpus); err != nil {
-				return usageError{fmt.Errorf("--cpus: %w", err)}
-			}
 			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
 			if err != nil {
 				return usageError{err}
@@ -168,7 +178,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				lns = append(lns, apiLn)
 			}
 			if metricsAddr != "" {
-				if metricsLn, err = net.Listen("tcp", metricsAddr); err != nil {
+				if metricsLn, err = net.Listen("tcp", addr); err != nil {
 					return fmt.Errorf("--metrics: %w", err)
 				}
 				lns = append(lns, metricsLn)
@@ -268,12 +278,35 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.DurationVar(&busyPoll, "busy-poll", vswitch.DefaultBusyPoll, "after finding work, a worker keeps polling this long before it sleeps (0: sleep after a few empty rounds)")
 	f.StringVar(&controlPath, "control", control.DefaultSocket, `serve the control API (softnet ctl) on this Unix socket, mode 0660; "" for none`)
 	f.StringVar(&controlGroup, "control-group", "", "give the control socket this group (name or ID), whose members may then use softnet ctl without root")
-	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9477)")
+	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics: HOST:PORT (e.g. 127.0.0.1:9477), or PORT alone for every address (:PORT)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&statePath, "state", "", `keep the ports and routes added with softnet ctl in FILE, durably, and restore them at start (default `+DefaultState+` with the default --control; "" for none)`)
 	f.BoolVar(&stateReset, "state-reset", false, "start without the state file's ports and routes, moving the file aside to FILE.bad-TIME")
 	return cmd
+}
+
+// metricsListenAddr is the address --metrics listens on: HOST:PORT as
+// given, a bare PORT as :PORT (every address, as node_exporter's
+// :9100), which net.Listen would refuse with "missing port in address".
+func metricsListenAddr(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	if n, err := strconv.ParseUint(s, 10, 16); err == nil {
+		if n == 0 {
+			return "", fmt.Errorf("--metrics %s: want a port from 1 to 65535", s)
+		}
+		return ":" + s, nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", fmt.Errorf("--metrics %q: want HOST:PORT, [IPv6]:PORT or PORT, e.g. 127.0.0.1:9477", s)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", fmt.Errorf("--metrics %q: port %q: want 1 to 65535", s, port)
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // switchFlags are the command line's additions to the configuration

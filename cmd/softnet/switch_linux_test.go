@@ -336,6 +336,20 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 		t.Errorf("ping between the untouched guests: %v, want %d of %d", m, pings, pings)
 	}
 
+	// Echo requests to a prefix routed nowhere drop as NO_ROUTE on sc1,
+	// which drops --json lists as JSON, as the table does.
+	_ = ping(t, ns[0], "198.18.9.1")
+	var rows []dropRow
+	if err := json.Unmarshal([]byte(sp.mustCtl(t, "drops", "--json")), &rows); err != nil ||
+		!slices.ContainsFunc(rows, func(r dropRow) bool {
+			return r.Port == "sc1" && r.Dir == "" && r.Reason == "NO_ROUTE" && r.Packets >= 2
+		}) {
+		t.Errorf("drops --json: %+v, %v; want sc1's NO_ROUTE drops", rows, err)
+	}
+	if out := sp.mustCtl(t, "drops"); !regexp.MustCompile(`(?m)^sc1 +NO_ROUTE +\d+$`).MatchString(out) {
+		t.Errorf("drops:\n%s", out)
+	}
+
 	// Without --config, SIGHUP is logged and the switch goes on.
 	n := sp.logLen()
 	if err := sp.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -525,6 +539,33 @@ func TestSwitchControlGroup(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); int(st.Gid) != gid || fi.Mode().Perm() != 0o660 {
 		t.Errorf("socket %v with group %d, want 0660 and %s (%d)", fi.Mode(), st.Gid, name, gid)
+	}
+	sp.stop(t)
+}
+
+// A user the socket's mode keeps out is told so, with what to do about
+// it, and ctl exits 4 (not 1, which is the switch refusing a request).
+func TestCtlPermissionDenied(t *testing.T) {
+	netnstest.RequireRoot(t) // to run ctl as another user
+	bin := buildSoftnet(t)
+	sp := startSwitch(t, bin)
+	// The binary's and the socket's directories, and theirs, open to
+	// the other user: what keeps it out is the socket's mode alone.
+	for _, f := range []string{bin, sp.socket} {
+		for _, d := range []string{filepath.Dir(f), filepath.Dir(filepath.Dir(f))} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd := exec.Command(bin, "ctl", "--socket", sp.socket, "stats")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitDenied || !strings.Contains(stderr.String(), "permission denied") || !strings.Contains(stderr.String(), "--control-group GROUP") {
+		t.Errorf("ctl as uid 65534: %v, stderr %q; want exit %d and a hint about --control-group", err, stderr.String(), exitDenied)
 	}
 	sp.stop(t)
 }

@@ -17,6 +17,10 @@ import (
 // there.
 var ErrNoSwitch = errors.New("no switch is running")
 
+// ErrDenied means the socket's permissions keep the caller out: a
+// switch may be running there, but not for this user.
+var ErrDenied = errors.New("permission denied")
+
 // RefusedError is the switch's answer to a request it refused.
 type RefusedError struct {
 	Status  int
@@ -109,6 +113,9 @@ func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, b
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("%s: %w", c.socket, ErrNoSwitch)
+		}
+		if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+			return nil, fmt.Errorf("%s: %w", c.socket, ErrDenied)
 		}
 		return nil, fmt.Errorf("%s: %w", c.socket, err)
 	}

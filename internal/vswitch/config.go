@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"softnet.dev/internal/iptext"
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/packet"
 	"softnet.dev/program"
@@ -92,17 +93,20 @@ func ParseRoute(s string) (RouteSpec, error) {
 	rt := RouteSpec{Prefix: p, Port: name}
 	if hasVia {
 		if rt.Via, err = netip.ParseAddr(via); err != nil {
-			return RouteSpec{}, fmt.Errorf("route %q: via: want the remote VTEP's address", s)
+			return RouteSpec{}, fmt.Errorf("route %q: via %q: want the remote VTEP's IP address", s, via)
 		}
 	}
 	return rt, nil
 }
 
+// ParsePrefix parses a route's prefix, as route del names it.
+func ParsePrefix(s string) (netip.Prefix, error) { return parsePrefix(s) }
+
 // parsePrefix parses a prefix and, as ip-route(8) does, refuses one with
 // host bits set: 198.18.1.1/24 is more likely a typo for a host route
 // or for 198.18.1.0/24 than either.
 func parsePrefix(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
+	p, err := iptext.ParsePrefix(s)
 	if err != nil {
 		return p, err
 	}
@@ -158,8 +162,12 @@ func (cfg *Config) parseDirective(f []string, at string) error {
 		cfg.Filters = append(cfg.Filters, r)
 		return nil
 	}
+	usage, known := directiveUsage(f[0])
+	if !known {
+		return fmt.Errorf("unknown directive %q (port, route, service, filter, workers)", f[0])
+	}
 	if len(f) != 2 {
-		return fmt.Errorf("want one value after %q, got %d", f[0], len(f)-1)
+		return fmt.Errorf("%s: want one value (%s), got %d", f[0], usage, len(f)-1)
 	}
 	switch f[0] {
 	case "port":
@@ -189,10 +197,19 @@ func (cfg *Config) parseDirective(f []string, at string) error {
 			return fmt.Errorf("workers %q: want 1 to %d", f[1], MaxWorkers)
 		}
 		cfg.Workers = n
-	default:
-		return fmt.Errorf("unknown directive %q (port, route, service, filter, workers)", f[0])
 	}
 	return nil
+}
+
+// directiveUsage returns how Directives writes the directive name, as
+// "route PREFIX=PORT".
+func directiveUsage(name string) (string, bool) {
+	for _, line := range strings.Split(Directives, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == name {
+			return f[0] + " " + f[1], true
+		}
+	}
+	return "", false
 }
 
 // MaxWorkers bounds Config.Workers.
@@ -232,11 +249,11 @@ func (cfg *Config) Validate() error {
 			return in(p.at, fmt.Errorf("port %s: no options of a kind (%s): ParsePort makes a port", p, kindList(func(k *portkind.Kind) string { return k.Name })))
 		}
 		if c, ok := o.(portkind.Claimer); ok {
-			claim := c.Claim()
-			if other, dup := claims[p.Kind+" "+claim]; dup {
+			claim := c.Claim(p.Name, p.Common)
+			if other, dup := claims[claim]; dup {
 				return in(p.at, fmt.Errorf("port %s: port %s %s already", p, other, claim))
 			}
-			claims[p.Kind+" "+claim] = p.Name
+			claims[claim] = p.Name
 		}
 		if o.Layer() == packet.L3 {
 			routedPort = cmp.Or(routedPort, &cfg.Ports[i])
@@ -255,8 +272,13 @@ func (cfg *Config) Validate() error {
 		if routedPort.Kind == bridgedPort.Kind {
 			kinds = "routed and bridged " + routedPort.Kind
 		}
-		return fmt.Errorf("mixing %s ports is not supported: port %s carries IP packets and is routed by the L3 forwarder, port %s carries Ethernet frames and is bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the routed side",
-			kinds, routedPort.Name, bridgedPort.Name)
+		// The later of the two makes the mix: its line is the one to fix.
+		at := bridgedPort.at
+		if cfg.portIndex(routedPort.Name) > cfg.portIndex(bridgedPort.Name) {
+			at = routedPort.at
+		}
+		return in(at, fmt.Errorf("mixing %s ports is not supported: port %s carries IP packets and is routed by the L3 forwarder, port %s carries Ethernet frames and is bridged; connecting them would need the switch to add and strip Ethernet headers and answer ARP and neighbour discovery for the routed side",
+			kinds, routedPort.Name, bridgedPort.Name))
 	}
 	routed := map[netip.Prefix]string{}
 	for _, rt := range cfg.Routes {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/internal/vswitch/portkind/vxlankind"
 )
@@ -147,7 +149,7 @@ workers 2
 	for text, want := range map[string]string{
 		"port tun:a\nprot tun:b\n":       "sw.conf:2: unknown directive",
 		"workers zero\n":                 "sw.conf:1: workers",
-		"port tun:a\nport tun:b extra\n": "sw.conf:2: want one value",
+		"port tun:a\nport tun:b extra\n": "sw.conf:2: port: want one value",
 		"\n\nroute 198.18.0.0/15\n":      "sw.conf:3: route",
 		"port tun:a,offload=sometimes\n": "sw.conf:1: port",
 	} {
@@ -498,5 +500,37 @@ func TestCPUs(t *testing.T) {
 	}
 	if _, err := NewPlan(Config{Ports: ports}, Tuning{CPUs: "a"}); err == nil {
 		t.Error("a plan with CPUs \"a\": no error")
+	}
+}
+
+// CheckCPUs takes the CPUs the process may run on and refuses one it
+// may not, naming those it may.
+func TestCheckCPUs(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var mine []int
+	for c := range MaxCPU {
+		if set.IsSet(c) {
+			mine = append(mine, c)
+		}
+	}
+	if err := CheckCPUs(mine); err != nil {
+		t.Errorf("%v: %v", mine, err)
+	}
+	if err := CheckCPUs(nil); err != nil {
+		t.Errorf("none: %v", err)
+	}
+	list := cpuList(&set)
+	if again, err := ParseCPUs(list); err != nil || !slices.Equal(again, mine) {
+		t.Errorf("cpuList %q reads back as %v, %v; want %v", list, again, err, mine)
+	}
+	err := CheckCPUs([]int{MaxCPU - 1})
+	if set.IsSet(MaxCPU - 1) {
+		t.Skip("this process may run on every CPU a set can name")
+	}
+	if err == nil || !strings.Contains(err.Error(), "CPU 1023 is not one this process may run on (it may use "+list+")") {
+		t.Errorf("CPU %d: %v", MaxCPU-1, err)
 	}
 }

@@ -3,6 +3,7 @@ package vswitch
 import (
 	"fmt"
 
+	"softnet.dev/internal/vswitch/portkind/afxdpkind"
 	"softnet.dev/internal/vswitch/portkind/tunkind"
 	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/internal/vswitch/portkind/vxlankind"
@@ -22,6 +23,8 @@ func openConfigOf(p PortSpec, workers int) string {
 		return fmt.Sprintf("vhostuser.Config%+v", o.Config(p.Name, p.Common, q))
 	case *vxlankind.Options:
 		return fmt.Sprintf("vxlan.Config%+v", o.Config(p.Name, p.Common, q))
+	case *afxdpkind.Options:
+		return fmt.Sprintf("afxdp.Config%+v", o.Config(p.Name, p.Common, q))
 	case *tunkind.Options:
 		return fmt.Sprintf("tun.Config%+v", o.Config(p.Name, p.Common, q))
 	}

@@ -167,3 +167,20 @@ func TestGoldenReport(t *testing.T) {
 		t.Errorf("report text:\n%s\nwant:\n%s", text.String(), want)
 	}
 }
+
+// No error of the golden files speaks the Go parser's words (a
+// function the user never called, netip.ParsePrefix("...")) or names a
+// device that is not there ("tun : no device name").
+func TestGoldenErrorsSpeakTheUsersTerms(t *testing.T) {
+	for _, name := range []string{"ports.txt", "configs.txt"} {
+		for _, c := range readGolden(t, name) {
+			for _, out := range c.out {
+				for _, leak := range []string{"netip.", "ParseAddr", "ParsePrefix", "tun :", "invalid IP"} {
+					if strings.Contains(out, leak) {
+						t.Errorf("%s: %q gives %q, which says %q", name, c.in, out, leak)
+					}
+				}
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"softnet.dev/internal/vswitch/portkind"
+	"softnet.dev/internal/vswitch/portkind/afxdpkind"
 	"softnet.dev/internal/vswitch/portkind/tunkind"
 	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/internal/vswitch/portkind/vxlankind"
@@ -13,7 +14,7 @@ import (
 // errors list them. Each is a unit of its own, beside package portkind;
 // adding one is writing it and registering it here (docs/design.md,
 // "Adding a kind of port").
-var kinds = []*portkind.Kind{&tunkind.TUN, &tunkind.TAP, &vhostkind.Kind, &vxlankind.Kind}
+var kinds = []*portkind.Kind{&tunkind.TUN, &tunkind.TAP, &vhostkind.Kind, &vxlankind.Kind, &afxdpkind.Kind}
 
 // kindOf returns the kind named name, or nil.
 func kindOf(name string) *portkind.Kind {

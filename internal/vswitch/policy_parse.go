@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"softnet.dev/internal/iptext"
 	"softnet.dev/program"
 )
 
@@ -28,6 +29,9 @@ func parseAllow(s string) (program.Allow, error) {
 	}
 	var a program.Allow
 	for _, part := range parts {
+		if part == "" {
+			return program.Allow{}, fmt.Errorf("allow %q: an empty item between '+'s", s)
+		}
 		p, err := parsePrefixOrAddr(part)
 		if err != nil {
 			return program.Allow{}, fmt.Errorf("allow: %w", err)
@@ -40,18 +44,8 @@ func parseAllow(s string) (program.Allow, error) {
 }
 
 func parsePrefixOrAddr(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s) // rejects zones itself
-		return p.Masked(), err
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is neither a prefix nor an address: %w", s, err)
-	}
-	if a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("address %q: zones are not allowed", s)
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	p, err := iptext.ParsePrefixOrAddr(s)
+	return p.Masked(), err
 }
 
 // parseMACs parses the mac= syntax: one or more unicast Ethernet

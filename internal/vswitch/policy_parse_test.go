@@ -18,7 +18,7 @@ func TestParseAllowAndMACs(t *testing.T) {
 		{"", "", "empty"},
 		{"198.18.1.0/33", "", "allow"},
 		{"fe80::1%eth0", "", "zones"},
-		{"198.18.1.0/24+", "", "neither a prefix nor an address"},
+		{"198.18.1.0/24+", "", `allow "198.18.1.0/24+": an empty item between '+'s`},
 		{"any+198.18.1.0/24", "", "neither"},
 		{strings.Repeat("198.18.1.1+", program.MaxAllowPrefixes) + "198.18.1.1", "", "at most"},
 	} {

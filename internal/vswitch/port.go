@@ -85,6 +85,9 @@ func newPort(kind, name string, opts []portkind.Field, raw []string) (PortSpec, 
 	if k == nil {
 		return PortSpec{}, fmt.Errorf("unknown kind %q (%s)", kind, kindList(func(k *portkind.Kind) string { return k.Name }))
 	}
+	if name == "" {
+		return PortSpec{}, fmt.Errorf("no port name: want %s", k.Synopsis)
+	}
 	p := PortSpec{Kind: kind, Name: name, Options: k.New()}
 	p.Offload, p.GRO = true, k.Takes&portkind.GRO != 0
 	given := map[string]bool{}

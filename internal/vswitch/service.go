@@ -41,7 +41,7 @@ func ParseService(s string) (ServiceSpec, error) {
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return ServiceSpec{}, fmt.Errorf("service %q: %w", s, err)
+		return ServiceSpec{}, fmt.Errorf("service %q: %q: want ADDR:PORT, e.g. 198.18.1.254:7 or [2001:db8:1::fe]:9", s, addr)
 	}
 	if ap.Port() == 0 {
 		return ServiceSpec{}, fmt.Errorf("service %q: port 0", s)

@@ -146,14 +146,20 @@ func (p PortSpec) policy(routes []RouteSpec) program.PortPolicy {
 // PoolClasses sizes the buffer pool of a switch with workers workers:
 // the pool is the workers' budget, whatever the number of ports. Each
 // worker lends the kernel up to tun.RingBuffers buffers of a class for
-// all of its RX queues, and needs as many again for the bursts it has in
-// flight and its cache; the MTU class also feeds software segmentation
-// and copies. Memory is mapped, not touched: a buffer costs RSS once a
-// packet was in it.
+// all of its TUN and TAP RX queues, and needs as many again for the
+// bursts it has in flight and its cache; the MTU class also feeds
+// software segmentation and copies, and holds what the kinds lend the
+// kernel beyond that (an AF_XDP port's fill rings: portkind.Kind.Lends).
+// Memory is mapped, not touched: a buffer costs RSS once a packet was
+// in it.
 func PoolClasses(workers int) []buffer.ClassConfig {
 	perWorker := 2 * tun.RingBuffers
+	lends := 0
+	for _, k := range kinds {
+		lends += k.Lends
+	}
 	return []buffer.ClassConfig{
-		{Room: 2048, Count: 8192 + perWorker*workers},
+		{Room: 2048, Count: 8192 + (perWorker+lends)*workers},
 		// At least four workers' worth: a worker lends at most a quarter
 		// of a class.
 		{Room: 65536 + 64, Count: 128 + perWorker*max(workers, 2)},

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"strings"
 
 	"softnet.dev/buffer"
 	"softnet.dev/packet"
@@ -64,6 +65,12 @@ type Kind struct {
 	// Metrics are the metrics of the kind's own counters (Counters.Collect
 	// gives their values).
 	Metrics []*Metric
+	// Lends is the most buffers of the pool's MTU class that one worker
+	// lends the kernel for every port of the kind together, which the
+	// switch's pool holds beyond its workers' own (an AF_XDP port's fill
+	// rings); 0 for a kind that lends none beyond the TUN and TAP
+	// queues' io_uring buffers, which the pool always holds.
+	Lends int
 }
 
 // Metric is a counter of a kind's ports beyond those every port has, as
@@ -207,10 +214,31 @@ type Opened interface {
 }
 
 // Claimer is Options that claim a resource of the system no other port
-// of the kind may have, as a vhost-user port its socket: Claim says
-// what the port does with it ("listens on socket /run/vm1.sock").
+// may have, as a vhost-user port its socket: Claim says what the port
+// name with the common options c does with it ("listens on socket
+// /run/vm1.sock"). Ports of any kind that claim the same words collide:
+// kinds that use an interface claim it with InterfaceClaim.
 type Claimer interface {
-	Claim() string
+	Claim(name string, c Common) string
+}
+
+// InterfaceClaim is the claim of a port on the interface dev (the port's
+// name if empty) in the namespace netns, as every kind words it, so that
+// two ports of any kinds cannot have one interface: a namespace's name
+// and its path under /run/netns are the same namespace.
+func InterfaceClaim(name string, c Common) string {
+	dev := c.Dev
+	if dev == "" {
+		dev = name
+	}
+	ns := c.NetNS
+	switch {
+	case ns == "":
+		return "has interface " + dev
+	case !strings.HasPrefix(ns, "/"):
+		ns = "/run/netns/" + ns
+	}
+	return "has interface " + dev + " in namespace " + ns
 }
 
 // Relay is Options of a routed kind whose routes name a next hop

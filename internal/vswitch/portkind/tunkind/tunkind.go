@@ -84,6 +84,11 @@ func (o *Options) Check(name string, c portkind.Common, q int) error {
 	return nil
 }
 
+// Claim: one port has a device, whatever its kind.
+func (o *Options) Claim(name string, c portkind.Common) string {
+	return portkind.InterfaceClaim(name, c)
+}
+
 // Layer is L2 for a tap port, L3 for a tun port.
 func (o *Options) Layer() packet.Layer {
 	if o.tap {

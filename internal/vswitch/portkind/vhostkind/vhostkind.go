@@ -88,7 +88,7 @@ func (o *Options) Check(name string, c portkind.Common, q int) error {
 }
 
 // Claim: one port listens on a socket, or connects to it.
-func (o *Options) Claim() string { return "listens on socket " + o.Socket }
+func (o *Options) Claim(string, portkind.Common) string { return "listens on socket " + o.Socket }
 
 // Layer is L2: a virtio-net device carries Ethernet frames.
 func (o *Options) Layer() packet.Layer { return packet.L2 }

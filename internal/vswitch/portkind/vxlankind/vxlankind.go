@@ -26,7 +26,10 @@ var Kind = portkind.Kind{
 	Name:     "vxlan",
 	Synopsis: "vxlan:NAME,vni=N,local=IP,remote=IP",
 	Keys:     []string{"vni", "local", "remote", "fdb", "port", "srcports", "mode", "vtep-mac"},
-	Needs:    []portkind.Need{{Key: "vni", Missing: "vxlan ports need vni=N"}},
+	Needs: []portkind.Need{
+		{Key: "vni", Missing: "vxlan ports need vni=N"},
+		{Key: "local", Missing: "vxlan ports need local=IP, the underlay's address to send from"},
+	},
 	Takes:    portkind.NetNS | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap ports",
 	Help: `  vxlan:NAME,vni=N,local=IP[:PORT],remote=IP[,remote=IP...]
