@@ -88,15 +88,15 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// merge returns the configuration the switch opens with, cfg's (the
-// file's and flags'), with what in it the saved API ports and routes
-// override, and those API ports and routes, which restore adds once the
-// switch runs. A saved state that the configuration cannot take (ports
-// of another kind than the file's) is an error naming the file.
-func (st *switchState) merge(cfg vswitch.Config, log *slog.Logger) (vswitch.Config, vswitch.Config, error) {
+// merge returns the configuration the switch opens with: cfg's (the
+// file's and flags') ports and routes and the saved ones the API made,
+// which win a conflict (vswitch.Merge). A saved state that the
+// configuration cannot take (ports of another kind than the file's) is
+// an error naming the file.
+func (st *switchState) merge(cfg vswitch.Config, log *slog.Logger) (vswitch.Config, error) {
 	all, notes := vswitch.Merge(st.saved, cfg)
 	if err := all.Validate(); err != nil {
-		return cfg, vswitch.Config{}, fmt.Errorf("state file %s: its ports and routes with the configuration's: %w; nothing was started (--state-reset starts without them)", st.file.Path(), err)
+		return cfg, fmt.Errorf("state file %s: its ports and routes with the configuration's: %w; nothing was started (--state-reset starts without them)", st.file.Path(), err)
 	}
 	for _, n := range notes {
 		log.Warn("state file: "+n.Msg, append(n.Attrs, "file", st.file.Path())...)
@@ -123,59 +123,31 @@ func (st *switchState) merge(cfg vswitch.Config, log *slog.Logger) (vswitch.Conf
 			log.Info("state file: removed a kept device that no port takes", "port", s.Name, "spec", s.String())
 		}
 	}
-	var own, api vswitch.Config
-	own, api = all, vswitch.Config{Workers: all.Workers}
-	own.Ports, own.Routes = nil, nil
-	for _, p := range all.Ports {
-		if p.Origin == vswitch.FromAPI {
-			api.Ports = append(api.Ports, p)
-		} else {
-			own.Ports = append(own.Ports, p)
-		}
-	}
-	for _, r := range all.Routes {
-		if r.Origin == vswitch.FromAPI {
-			api.Routes = append(api.Routes, r)
-		} else {
-			own.Routes = append(own.Routes, r)
-		}
-	}
-	return own, api, nil
+	return all, nil
 }
 
-// restore adds the API's ports and routes of the state to the running
-// switch. A port whose device cannot be opened (its namespace or, for a
-// kept device, the device itself went away while the switch was down)
-// is reported and skipped, with its routes; the others come up. Then the
-// state is saved as the switch runs, and every change after is saved
-// before it is acknowledged.
-func (st *switchState) restore(sw *vswitch.Switch, api vswitch.Config, log *slog.Logger) error {
-	by := slog.Group("by", "state", st.file.Path())
-	skipped := map[string]bool{}
-	for _, p := range api.Ports {
-		if err := sw.AddPort(p, by); err != nil {
-			skipped[p.Name] = true
-			log.Error("state file: port skipped; its routes too", "port", p.Name, "spec", p.String(), "err", err, "file", st.file.Path())
-		}
+// restored reports what of the state the switch, opened with merge's
+// configuration and vswitch.Tuning.Restore, has: a port the API made
+// whose device could not be opened (its namespace or, for a kept
+// device, the device itself went away while no switch ran) is reported,
+// and was left out with its routes; the others came up. Then the state
+// is saved as the switch runs, and every change after is saved before
+// it is acknowledged.
+func (st *switchState) restored(sw *vswitch.Switch, log *slog.Logger) error {
+	for _, s := range sw.Skipped() {
+		log.Error("state file: port skipped; its routes too", "port", s.Spec.Name, "spec", s.Spec.String(), "err", s.Err, "file", st.file.Path())
 	}
-	routes := 0
-	for _, r := range api.Routes {
-		if skipped[r.Port] {
-			continue
-		}
-		if err := sw.AddRoute(r, by); err != nil {
-			log.Error("state file: route skipped", "route", r.String(), "err", err, "file", st.file.Path())
-			continue
-		}
-		routes++
-	}
-	if err := st.file.Save(sw.Config().MarshalState()); err != nil {
+	cfg := sw.Config()
+	if err := st.file.Save(cfg.MarshalState()); err != nil {
 		return err
 	}
 	sw.SetSave(func(cfg vswitch.Config) error { return st.file.Save(cfg.MarshalState()) })
-	if len(api.Ports)+len(api.Routes) > 0 {
-		log.Info("state restored", "file", st.file.Path(), "ports", len(api.Ports)-len(skipped), "routes", routes,
-			"skipped_ports", len(skipped), "skipped_routes", len(api.Routes)-routes)
+	api := 0
+	for _, p := range cfg.Ports {
+		if p.Origin == vswitch.FromAPI {
+			api++
+		}
 	}
+	log.Info("state restored", "file", st.file.Path(), "api_ports", api, "skipped_ports", len(sw.Skipped()))
 	return nil
 }

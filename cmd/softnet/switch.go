@@ -201,11 +201,11 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if busyPoll == 0 {
 				t.BusyPoll = -1 // off, where Tuning's zero is the default
 			}
-			var api vswitch.Config // the ports and routes the API made, from the state
 			if st != nil {
-				if cfg, api, err = st.merge(cfg, log); err != nil {
+				if cfg, err = st.merge(cfg, log); err != nil {
 					return err
 				}
+				t.Restore = true
 			}
 			sw, err := vswitch.Open(cfg, t, log)
 			if err != nil {
@@ -216,7 +216,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				return errors.Join(err, cerr)
 			}
 			if st != nil {
-				if err := st.restore(sw, api, log); err != nil {
+				if err := st.restored(sw, log); err != nil {
 					_, cerr := sw.Close()
 					return errors.Join(err, cerr)
 				}

@@ -53,6 +53,11 @@ type Tuning struct {
 	// the next one adopts those its state says are kept (PortSpec.Kept).
 	// Close still removes them, unless KeepGuests.
 	Persist bool
+	// Restore makes Open leave out a port the API made (FromAPI) whose
+	// device cannot be opened, with its routes, rather than fail: a
+	// switch restoring its state, whose guest went away while no switch
+	// ran. Skipped lists them.
+	Restore bool
 }
 
 // Plan is everything Open builds, worked out from a Config and a Tuning
@@ -195,6 +200,9 @@ type Switch struct {
 	// (SetSave); nil for none.
 	save func(Config) error
 
+	tuning  Tuning    // Open's
+	skipped []Skipped // Tuning.Restore's
+
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
 }
@@ -237,6 +245,7 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 		return nil, err
 	}
 	sw := newSwitch(cfg, plan, log)
+	sw.tuning = t
 	if err := sw.openPorts(); err != nil {
 		return nil, errors.Join(err, sw.abandon())
 	}
@@ -298,13 +307,33 @@ func (sw *Switch) openPorts() error {
 	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
 		return err
 	}
-	for i, spec := range sw.plan.Ports {
+	for _, spec := range sw.plan.Ports {
 		lp, err := sw.openPort(spec)
+		if err != nil {
+			if sw.tuning.Restore && spec.Origin == FromAPI {
+				sw.skipped = append(sw.skipped, Skipped{spec, err})
+				continue
+			}
+			return err
+		}
+		sw.ports = append(sw.ports, lp)
+	}
+	if len(sw.skipped) > 0 {
+		// The switch the plan describes, without the ports left out
+		// and their routes.
+		cfg := sw.cfg.clone()
+		for _, s := range sw.skipped {
+			cfg.Ports = slices.DeleteFunc(cfg.Ports, func(p PortSpec) bool { return p.Name == s.Spec.Name })
+			cfg.Routes = slices.DeleteFunc(cfg.Routes, func(r RouteSpec) bool { return r.Port == s.Spec.Name })
+		}
+		plan, err := NewPlan(cfg, sw.tuning)
 		if err != nil {
 			return err
 		}
+		sw.cfg, sw.plan = cfg, plan
+	}
+	for i, lp := range sw.ports {
 		lp.index = i
-		sw.ports = append(sw.ports, lp)
 		sw.cfg.Ports[i] = lp.spec // Kept as it is now
 		if err := lp.setRoutes(sw.cfg.Routes); err != nil {
 			return err
@@ -312,6 +341,16 @@ func (sw *Switch) openPorts() error {
 	}
 	return nil
 }
+
+// Skipped is a port that Open left out (Tuning.Restore): its spec, and
+// why its device could not be opened.
+type Skipped struct {
+	Spec PortSpec
+	Err  error
+}
+
+// Skipped returns the ports Open left out, with Tuning.Restore.
+func (sw *Switch) Skipped() []Skipped { return sw.skipped }
 
 // build makes the chain, the services and the engine over the ports.
 func (sw *Switch) build() error {
