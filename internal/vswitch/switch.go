@@ -307,16 +307,34 @@ func (sw *Switch) openPorts() error {
 	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
 		return err
 	}
-	for _, spec := range sw.plan.Ports {
-		lp, err := sw.openPort(spec)
-		if err != nil {
-			if sw.tuning.Restore && spec.Origin == FromAPI {
-				sw.skipped = append(sw.skipped, Skipped{spec, err})
-				continue
-			}
-			return err
+	// A few at a time: opening a device is mostly waiting for the
+	// kernel (netlink, its namespace), and a node's switch restarting
+	// with its guests opens a hundred while they wait.
+	opened := make([]*livePort, len(sw.plan.Ports))
+	errs := make([]error, len(sw.plan.Ports))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, openParallel)
+	for i, spec := range sw.plan.Ports {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			opened[i], errs[i] = sw.openPort(spec)
+		})
+	}
+	wg.Wait()
+	var failed []error
+	for i, spec := range sw.plan.Ports {
+		switch {
+		case errs[i] == nil:
+			sw.ports = append(sw.ports, opened[i])
+		case sw.tuning.Restore && spec.Origin == FromAPI:
+			sw.skipped = append(sw.skipped, Skipped{spec, errs[i]})
+		default:
+			failed = append(failed, errs[i])
 		}
-		sw.ports = append(sw.ports, lp)
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...) // abandon closes those opened
 	}
 	if len(sw.skipped) > 0 {
 		// The switch the plan describes, without the ports left out
@@ -341,6 +359,9 @@ func (sw *Switch) openPorts() error {
 	}
 	return nil
 }
+
+// openParallel bounds the ports Open opens at a time.
+const openParallel = 8
 
 // Skipped is a port that Open left out (Tuning.Restore): its spec, and
 // why its device could not be opened.
