@@ -162,12 +162,15 @@ func (f *fdb) age(now int64) {
 	}
 }
 
-// FDBEntry is a learned station: an inner MAC and the remote it was
-// last seen behind.
+// FDBEntry is a station: an inner MAC and the remote it was last seen
+// behind, or that the configuration put it behind.
 type FDBEntry struct {
 	MAC    [6]byte `json:"mac"`
 	Remote string  `json:"remote"`
 	Static bool    `json:"static,omitempty"`
+	// Age is the time since the station was last seen, to within the
+	// table's refresh (a second at most); 0 for a static one.
+	Age time.Duration `json:"age,omitempty"`
 }
 
 // clock is the time the port's tables run on: monotonic nanoseconds

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"softnet.dev/buffer"
@@ -352,7 +353,8 @@ func (p *Port) Stats() Stats {
 }
 
 // Table returns the static stations and the learned ones that have not
-// aged out.
+// aged out. It reads the tables the workers read, without a lock: a
+// station learned while it reads may be missing.
 func (p *Port) Table() []FDBEntry {
 	now := clock()
 	pe := p.peers.Load()
@@ -362,7 +364,7 @@ func (p *Port) Table() []FDBEntry {
 	}
 	for mac, e := range *pe.fdb.table.Load() {
 		if now-e.seen.Load() <= pe.fdb.ageing {
-			out = append(out, FDBEntry{MAC: mac, Remote: pe.remotes[e.remote].String()})
+			out = append(out, FDBEntry{MAC: mac, Remote: pe.remotes[e.remote].String(), Age: time.Duration(max(now-e.seen.Load(), 0))})
 		}
 	}
 	slices.SortFunc(out, func(a, b FDBEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })

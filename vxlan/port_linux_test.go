@@ -24,13 +24,13 @@ const testTimeout = 15 * time.Second
 
 // newPool returns a pool and a cache with the leak check registered as a
 // cleanup, which runs after the ports are closed.
-func newPool(t *testing.T) (*buffer.Pool, *buffer.Cache) {
+func newPool(t testing.TB) (*buffer.Pool, *buffer.Cache) {
 	t.Helper()
 	return newPoolOf(t, buffer.Config{})
 }
 
 // newPoolOf is newPool with the pool's configuration.
-func newPoolOf(t *testing.T, cfg buffer.Config) (*buffer.Pool, *buffer.Cache) {
+func newPoolOf(t testing.TB, cfg buffer.Config) (*buffer.Pool, *buffer.Cache) {
 	t.Helper()
 	pool, err := buffer.NewPool(cfg)
 	if err != nil {
@@ -49,7 +49,7 @@ func newPoolOf(t *testing.T, cfg buffer.Config) (*buffer.Pool, *buffer.Cache) {
 	return pool, c
 }
 
-func openPort(t *testing.T, cfg Config) *Port {
+func openPort(t testing.TB, cfg Config) *Port {
 	t.Helper()
 	p, err := Open(cfg)
 	if err != nil {
@@ -64,7 +64,7 @@ func openPort(t *testing.T, cfg Config) *Port {
 }
 
 // send transmits copies of the frames through p's queue 0.
-func send(t *testing.T, c *buffer.Cache, p *Port, frames ...[]byte) int {
+func send(t testing.TB, c *buffer.Cache, p *Port, frames ...[]byte) int {
 	t.Helper()
 	bufs := make([]*buffer.Buf, len(frames))
 	for i, f := range frames {
@@ -88,7 +88,7 @@ func send(t *testing.T, c *buffer.Cache, p *Port, frames ...[]byte) int {
 
 // receive polls p's queue 0 until want frames arrived and returns copies
 // of them, failing after testTimeout.
-func receive(t *testing.T, c *buffer.Cache, p *Port, want int) [][]byte {
+func receive(t testing.TB, c *buffer.Cache, p *Port, want int) [][]byte {
 	t.Helper()
 	var out [][]byte
 	bufs := make([]*buffer.Buf, 64)
@@ -130,7 +130,7 @@ func waitStats(t *testing.T, p *Port, c *buffer.Cache, what string, cond func(St
 
 // underlay gives a fresh namespace's loopback the addresses and returns
 // the namespace.
-func underlay(t *testing.T, addrs ...netip.Addr) *netnstest.NS {
+func underlay(t testing.TB, addrs ...netip.Addr) *netnstest.NS {
 	ns := netnstest.New(t)
 	for _, a := range addrs {
 		ns.AddAddr(t, "lo", netip.PrefixFrom(a, a.BitLen()))
@@ -176,7 +176,7 @@ func TestPortExchange(t *testing.T) {
 			if s := pb.Stats(); s.Learned != 1 || s.Stations != 1 {
 				t.Fatalf("b learned %d stations, has %d; want macA", s.Learned, s.Stations)
 			}
-			if tbl := pb.Table(); len(tbl) != 1 || tbl[0].MAC != macA || tbl[0].Remote != a.String() {
+			if tbl := pb.Table(); len(tbl) != 1 || tbl[0].MAC != macA || tbl[0].Remote != a.String() || tbl[0].Age < 0 || tbl[0].Age > time.Minute {
 				t.Fatalf("b's table %+v", tbl)
 			}
 
@@ -630,7 +630,7 @@ func TestPortFinishesOffloads(t *testing.T) {
 	if payload != mss*segs+300 {
 		t.Fatalf("%d payload bytes arrived, want %d", payload, mss*segs+300)
 	}
-	if s := pa.Stats(); s.Segmented != 1 || s.Segments != segs || s.CsumFinished != 1 || s.TxPackets != segs+1 {
+	if s := pa.Stats(); s.Segmented != 1 || s.SegmentedCopied != 1 || s.Segments != segs || s.CsumFinished != 1 || s.TxPackets != segs+1 {
 		t.Fatalf("stats %+v", s)
 	}
 	// The TSO packet's segments, equal but for the last, left with one
@@ -728,7 +728,7 @@ func TestPortStatic(t *testing.T) {
 	if s := pb.Stats(); s.TxPackets != 1 || s.Flooded != 0 || s.TxDrops.Total() != 0 || s.Stations != 0 {
 		t.Fatalf("stats %+v", s)
 	}
-	if tbl := pb.Table(); len(tbl) != 1 || !tbl[0].Static || tbl[0].Remote != a.String() {
+	if tbl := pb.Table(); len(tbl) != 1 || !tbl[0].Static || tbl[0].Remote != a.String() || tbl[0].Age != 0 {
 		t.Fatalf("table %+v", tbl)
 	}
 }

@@ -26,14 +26,19 @@ type Stats struct {
 	RxDrops drop.Counts `json:"rx_drops"`
 	TxDrops drop.Counts `json:"tx_drops"`
 	// Segmented counts the GSO packets from guests split into frames in
-	// software, Segments the frames made; CsumFinished the guests'
+	// software, Segments the frames made; SegmentedCopied the packets
+	// among them whose segments were copied into buffers of their own
+	// (a flood, a packet too big for the overlay, headers too long for
+	// a header slot), where the others' payloads are gathered from the
+	// guest's buffer by the send; CsumFinished the guests'
 	// checksums finished in software, RxCsumFinished those of frames
 	// received with only their pseudo-header sum in the checksum field
 	// (a peer's checksum offload over a veth underlay).
-	Segmented      uint64 `json:"segmented"`
-	Segments       uint64 `json:"segments"`
-	CsumFinished   uint64 `json:"csum_finished"`
-	RxCsumFinished uint64 `json:"rx_csum_finished"`
+	Segmented       uint64 `json:"segmented"`
+	Segments        uint64 `json:"segments"`
+	SegmentedCopied uint64 `json:"segmented_copied"`
+	CsumFinished    uint64 `json:"csum_finished"`
+	RxCsumFinished  uint64 `json:"rx_csum_finished"`
 	// RxGSO counts the TCP GSO datagrams received whole (a peer's
 	// segmentation offload over a veth underlay) and handed on as GSO
 	// packets, for the egress port to pass whole or segment.
@@ -72,6 +77,7 @@ const (
 	cFlooded
 	cSegmented
 	cSegments
+	cSegmentedCopied
 	cCsumFinished
 	cRxCsumFinished
 	cRxGSO
@@ -96,14 +102,16 @@ func statsOf(qs []*counters) Stats {
 		q.AddTo(sum)
 	}
 	s := Stats{
-		RxPackets:    sum[cRxPackets],
-		RxBytes:      sum[cRxBytes],
-		TxPackets:    sum[cTxPackets],
-		TxBytes:      sum[cTxBytes],
-		Flooded:      sum[cFlooded],
-		Segmented:    sum[cSegmented],
-		Segments:     sum[cSegments],
-		CsumFinished: sum[cCsumFinished],
+		RxPackets: sum[cRxPackets],
+		RxBytes:   sum[cRxBytes],
+		TxPackets: sum[cTxPackets],
+		TxBytes:   sum[cTxBytes],
+		Flooded:   sum[cFlooded],
+		Segmented: sum[cSegmented],
+		Segments:  sum[cSegments],
+
+		SegmentedCopied: sum[cSegmentedCopied],
+		CsumFinished:    sum[cCsumFinished],
 
 		RxCsumFinished: sum[cRxCsumFinished],
 		TooBig:         sum[cTooBig],

@@ -31,6 +31,17 @@ const (
 	maxGSOPayload  = 65535 - udpLen - 40
 )
 
+// splitRoom is the room for the headers of one segment of a guest's GSO
+// packet (vnet.Split) in a header slot, after the VXLAN header and a
+// routed port's Ethernet header: an Ethernet header with a VLAN tag, and
+// IPv4 and TCP headers with the longest options, or IPv6 with up to 80
+// bytes of extension headers. A packet with longer headers is segmented
+// into buffers of its own instead (vnet.Resolve).
+const splitRoom = 18 + 60 + 60
+
+// slotRoom is the room of a header slot.
+const slotRoom = outerLen + 14 + splitRoom
+
 // gsoCmsgLen is the room of a UDP_SEGMENT control message: a cmsghdr and
 // the segment size (a uint16), aligned.
 var gsoCmsgLen = unix.CmsgSpace(2)
@@ -68,11 +79,13 @@ type txQueue struct {
 	// takes and has not refused on this queue.
 	gso bool
 	// The queued datagrams, by index: header slot and frame (iovs, two
-	// each), remote, and whether it fits the underlay's MTU whole, as a
+	// each; a segment of a GSO packet has its headers in the slot and
+	// its payload, a piece of the packet's buffer, as its frame),
+	// remote, and whether it fits the underlay's MTU whole, as a
 	// segment of a UDP_SEGMENT send must; bySock lists them by sending
 	// socket, in order (next).
 	iovs   []unix.Iovec
-	hdrs   [][outerLen + 14]byte
+	hdrs   [][slotRoom]byte
 	dest   []int32
 	fits   []bool
 	owner  []int32 // by message: its buffer's index in pend
@@ -100,6 +113,10 @@ type txQueue struct {
 	counted int32
 	sent    int
 	segs    []*buffer.Buf
+	// The headers and payloads of the segments of the GSO packet being
+	// queued (splitGSO).
+	splitHdrs [][]byte
+	splitPay  [][]byte
 	// rx is the receive queue of the same index, polled by the same
 	// worker, which hands the ICMP errors this queue makes to guests.
 	rx     *rxQueue
@@ -126,7 +143,7 @@ func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 		p: p, vni: cfg.VNI, senders: p.senders, rx: rx,
 		l3: cfg.L3, layer: p.info.Layer, gso: p.gso,
 		iovs:     make([]unix.Iovec, 2*maxMsgs),
-		hdrs:     make([][outerLen + 14]byte, maxMsgs),
+		hdrs:     make([][slotRoom]byte, maxMsgs),
 		dest:     make([]int32, maxMsgs),
 		fits:     make([]bool, maxMsgs),
 		owner:    make([]int32, maxMsgs),
@@ -144,7 +161,13 @@ func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 		pendReason: make([]drop.Reason, 0, maxMsgs),
 		pendOrig:   make([]int32, 0, maxMsgs),
 		segs:       make([]*buffer.Buf, vnet.MaxSegments),
+		splitHdrs:  make([][]byte, vnet.MaxSegments),
+		splitPay:   make([][]byte, vnet.MaxSegments),
 		ctr:        newCounters(),
+	}
+	splitArea := make([]byte, vnet.MaxSegments*splitRoom)
+	for i := range q.splitHdrs {
+		q.splitHdrs[i] = splitArea[i*splitRoom:][:splitRoom:splitRoom]
 	}
 	for i := range q.bySock {
 		q.bySock[i] = sockList{-1, -1}
@@ -153,7 +176,6 @@ func newTxQueue(p *Port, rx *rxQueue) *txQueue {
 	for i := range maxMsgs {
 		PutHeader(q.hdrs[i][:HeaderLen], q.vni) // the same for every datagram
 		q.iovs[2*i].Base = &q.hdrs[i][0]
-		q.iovs[2*i].SetLen(q.slotLen())
 		cm := (*unix.Cmsghdr)(unsafe.Pointer(&q.ctl[i*gsoCmsgLen]))
 		cm.Level, cm.Type = unix.SOL_UDP, unix.UDP_SEGMENT
 		cm.SetLen(unix.CmsgLen(2))
@@ -225,8 +247,13 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (int, error) {
 
 // queueMarked queues a packet whose virtio-net header sits right
 // before its data: segmented if it is a GSO packet, with its checksum
-// finished if it asks for that (vnet.Resolve).
+// finished if it asks for that. A GSO packet to one remote is split
+// without copying its payload (splitGSO); the others go through
+// vnet.Resolve, which copies each segment into a buffer of its own.
 func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
+	if q.splitGSO(c, b, orig, now) {
+		return
+	}
 	n, how, reason := vnet.Resolve(c, b, q.layer, q.segs)
 	if n == 0 {
 		q.drop(c, b, reason)
@@ -235,6 +262,7 @@ func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now in
 	switch how {
 	case vnet.Segmented:
 		q.ctr.N[cSegmented]++
+		q.ctr.N[cSegmentedCopied]++
 		q.ctr.N[cSegments] += uint64(n)
 	case vnet.Finished:
 		q.ctr.N[cCsumFinished]++
@@ -243,6 +271,87 @@ func (q *txQueue) queueMarked(c *buffer.Cache, b *buffer.Buf, orig int32, now in
 		q.queue(c, s, orig, now)
 	}
 	clear(q.segs[:n])
+}
+
+// splitGSO queues the segments of a GSO packet to one remote (a learned
+// station, or a routed port's route) as vnet.Split describes them: each
+// segment's headers in its datagram's header slot, its payload gathered
+// by the kernel from b, which is held until the flush and only read (it
+// may be shared with other ports). It reports false, having done
+// nothing, for a packet that is not one, a packet to flood, without a
+// route, whose segments would not fit the overlay (Resolve's path sends
+// the guest the ICMP error) or whose headers do not fit a slot.
+func (q *txQueue) splitGSO(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) bool {
+	head := b.Headroom()
+	if head < vnet.HeaderLen {
+		return false
+	}
+	h, _ := vnet.Decode(b.Frame()[head-vnet.HeaderLen : head])
+	if !h.IsGSO() {
+		return false
+	}
+	f := b.Bytes()
+	var (
+		r    int32
+		sock int32
+		rt   *route
+		et   uint16
+		base = outerLen
+	)
+	if q.l3 {
+		var dst netip.Addr
+		switch {
+		case len(f) >= packet.IPv4HeaderLen && f[0]>>4 == 4:
+			dst, et = netip.AddrFrom4([4]byte(f[16:20])), packet.EtherTypeIPv4
+		case len(f) >= packet.IPv6HeaderLen && f[0]>>4 == 6:
+			dst, et = netip.AddrFrom16([16]byte(f[24:40])), packet.EtherTypeIPv6
+		default:
+			return false
+		}
+		if rt = q.peers.route(dst); rt == nil {
+			return false
+		}
+		r, base = rt.remote, outerLen+14
+		sock = int32(senderOf(ipFlowHash(fnvBasis, et, f), len(q.senders)))
+	} else {
+		if len(f) < minInnerLen || f[0]&1 != 0 {
+			return false
+		}
+		rr, ok := q.peers.fdb.lookup([6]byte(f[0:6]), now)
+		if !ok {
+			return false
+		}
+		r = int32(rr)
+		sock = int32(senderOf(flowHash(f), len(q.senders)))
+	}
+	n, hdrLen, _ := vnet.Split(h, f, q.layer, q.splitHdrs, q.splitPay)
+	if n == 0 {
+		return false // Resolve says why, and drops it
+	}
+	// The first segment is the longest.
+	first := hdrLen + len(q.splitPay[0])
+	limit := MaxFrame
+	if q.l3 {
+		limit = MaxFrame - 14
+	}
+	if first > limit || q.mtu > 0 && !q.l3 && first > q.mtu+14 || q.mtu > 0 && q.l3 && first > q.mtu {
+		clear(q.splitPay[:n])
+		return false
+	}
+	q.ctr.N[cSegmented]++
+	q.ctr.N[cSegments] += uint64(n)
+	pi := q.hold(c, b, orig, n)
+	for k, p := range q.splitPay[:n] {
+		i := q.nmsg
+		slot := q.hdrs[i][:]
+		if q.l3 {
+			packet.PutEthernet(slot[outerLen:], rt.mac, q.p.cfg.VTEPMAC, et)
+		}
+		copy(slot[base:], q.splitHdrs[k][:hdrLen])
+		q.message(pi, r, base+hdrLen, p, sock, q.mtu > 0)
+	}
+	clear(q.splitPay[:n])
+	return true
 }
 
 func (q *txQueue) drop(c *buffer.Cache, b *buffer.Buf, reason drop.Reason) {
@@ -297,7 +406,7 @@ func (q *txQueue) queue(c *buffer.Cache, b *buffer.Buf, orig int32, now int64) {
 			// go with the next, the frame's buffer held until then.
 			pi = q.flushHolding(c)
 		}
-		q.message(pi, r, f, sock, fits)
+		q.message(pi, r, q.slotLen(), f, sock, fits)
 	}
 }
 
@@ -329,7 +438,7 @@ func (q *txQueue) queueRouted(c *buffer.Cache, b *buffer.Buf, orig int32) {
 	i := q.nmsg
 	packet.PutEthernet(q.hdrs[i][outerLen:], rt.mac, q.p.cfg.VTEPMAC, et)
 	sock := int32(senderOf(ipFlowHash(fnvBasis, et, pkt), len(q.senders)))
-	q.message(pi, rt.remote, pkt, sock, q.mtu > 0 && len(pkt) <= q.mtu)
+	q.message(pi, rt.remote, q.slotLen(), pkt, sock, q.mtu > 0 && len(pkt) <= q.mtu)
 }
 
 // hold keeps b among the buffers of the queued messages, after sending
@@ -347,14 +456,19 @@ func (q *txQueue) hold(c *buffer.Cache, b *buffer.Buf, orig int32, n int) int32 
 	return int32(len(q.pend) - 1)
 }
 
-// message queues the datagram of data f (a frame, or a routed port's
-// IP packet whose Ethernet header is in the next slot already) to
-// remote r through sending socket sock; fits says it fits the
-// underlay's MTU whole.
-func (q *txQueue) message(pi, r int32, f []byte, sock int32, fits bool) {
+// message queues the datagram of the first hlen bytes of the next
+// header slot (the VXLAN header, and what the caller wrote after it)
+// and data f (a frame, a routed port's IP packet, or a segment's
+// payload, which may be empty) to remote r through sending socket
+// sock; fits says it fits the underlay's MTU whole.
+func (q *txQueue) message(pi, r int32, hlen int, f []byte, sock int32, fits bool) {
 	i := q.nmsg
 	q.nmsg++
-	q.iovs[2*i+1].Base = &f[0]
+	q.iovs[2*i].SetLen(hlen)
+	q.iovs[2*i+1].Base = nil
+	if len(f) > 0 {
+		q.iovs[2*i+1].Base = &f[0]
+	}
 	q.iovs[2*i+1].SetLen(len(f))
 	q.dest[i], q.fits[i], q.owner[i] = r, fits, pi
 	q.next[i] = -1
@@ -500,7 +614,9 @@ func (q *txQueue) flushSocket(sock int) {
 func (q *txQueue) sentOne(m int32) {
 	q.pendSent[q.owner[m]] = true
 	q.ctr.N[cTxPackets]++
-	q.ctr.N[cTxBytes] += uint64(q.iovs[2*m+1].Len)
+	// The inner frame's bytes (a routed port's IP packet's): what
+	// follows the slot's fixed part, and the data.
+	q.ctr.N[cTxBytes] += uint64(q.iovs[2*m].Len) - uint64(q.slotLen()) + uint64(q.iovs[2*m+1].Len)
 }
 
 // sendOne sends datagram m by itself, through socket fd.
@@ -537,7 +653,7 @@ func (q *txQueue) plan(sock int) int {
 	size, total := 0, 0 // of the open run, entry n-1
 	open := false
 	for m := q.bySock[sock].first; m >= 0; m = q.next[m] {
-		length := q.slotLen() + int(q.iovs[2*m+1].Len)
+		length := int(q.iovs[2*m].Len + q.iovs[2*m+1].Len)
 		if open && q.dest[m] == q.dest[q.order[len(q.order)-1]] && q.fits[m] &&
 			length <= size && q.entN[n-1] < maxGSOSegments && total+length <= maxGSOPayload {
 			q.entN[n-1]++
@@ -566,7 +682,8 @@ func (q *txQueue) plan(sock int) int {
 		h.Control, h.Controllen = nil, 0
 		if count > 1 {
 			ctl := q.ctl[e*gsoCmsgLen : (e+1)*gsoCmsgLen]
-			size := q.slotLen() + int(q.iovs[2*q.order[first]+1].Len)
+			m := q.order[first]
+			size := int(q.iovs[2*m].Len + q.iovs[2*m+1].Len)
 			*(*uint16)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])) = uint16(size)
 			h.Control = &ctl[0]
 			h.SetControllen(gsoCmsgLen)

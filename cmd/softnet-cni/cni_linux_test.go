@@ -615,6 +615,80 @@ func TestVersionsAndTAP(t *testing.T) {
 	n.wantEmpty()
 }
 
+// veth mode: each pod's eth0 is a veth the plugin makes, whose host end
+// is an afxdp port of the switch. Pods reach each other by ping and by
+// TCP (through the switch's software checksums: the pods keep their
+// offloads), CHECK passes and notices a pod's veth replaced, DEL removes
+// the port and the veth, twice over, and GC the ports of attachments
+// that are gone.
+func TestVeth(t *testing.T) {
+	netnstest.RequireTools(t, "ping", "ip")
+	n := newNode(t, "veth", "198.18.11.0/24")
+	pods := []*netnstest.NS{netnstest.New(t), netnstest.New(t), netnstest.New(t)}
+	var addrs []net.IP
+	for _, p := range pods {
+		res := n.add(p, "eth0")
+		if len(res.Interfaces) != 2 || res.Interfaces[0].Mac == "" || res.Interfaces[1].Sandbox != "" {
+			t.Errorf("veth mode's interfaces: %+v", res.Interfaces)
+		}
+		addrs = append(addrs, ipOf(t, res, true))
+		n.mustRun("check", p, "eth0")
+		pt, ok := n.portOf(p, "eth0")
+		if !ok || !strings.HasPrefix(pt.Spec, "afxdp:") || pt.Down {
+			t.Fatalf("the pod's port: %+v (found %v)", pt, ok)
+		}
+		if out, err := exec.Command("ip", "link", "show", pt.Name).CombinedOutput(); err != nil || !strings.Contains(string(out), "prog/xdp") {
+			t.Errorf("host end %s of the pod's veth (%v):\n%s", pt.Name, err, out)
+		}
+	}
+	ping(t, pods[0], addrs[1])
+	ping(t, pods[1], addrs[0])
+	transfer(t, pods[0], pods[1], addrs[1], 4<<20)
+	transfer(t, pods[1], pods[0], addrs[0], 4<<20)
+
+	// GC keeps the valid attachments' ports and veths.
+	keep := []types.GCAttachment{{ContainerID: cnitoolID(nsPath(pods[0])), IfName: "eth0"}, {ContainerID: cnitoolID(nsPath(pods[1])), IfName: "eth0"}}
+	gone, _ := n.portOf(pods[2], "eth0")
+	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, t.TempDir(), nil)
+	list, err := libcni.ConfListFromFile(filepath.Join(n.netDir, "net.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: keep}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if _, ok := n.portOf(pods[2], "eth0"); ok {
+		t.Error("GC left the port of an attachment that is not valid")
+	}
+	if out, err := exec.Command("ip", "link", "show", gone.Name).CombinedOutput(); err == nil {
+		t.Errorf("GC left the host end of an attachment that is not valid:\n%s", out)
+	}
+	ping(t, pods[0], addrs[1])
+	n.mustRun("del", pods[2], "eth0") // its IPAM lease
+
+	for _, p := range pods[:2] {
+		n.mustRun("del", p, "eth0")
+		n.mustRun("del", p, "eth0") // again: nothing to do
+		if hasLink(t, p, "eth0") {
+			t.Errorf("%s: eth0 left after DEL", p.Name)
+		}
+	}
+	n.wantEmpty()
+	n.wantNoVeths()
+}
+
+// wantNoVeths: no host end of the network's veths is left.
+func (n *node) wantNoVeths() {
+	n.t.Helper()
+	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").CombinedOutput()
+	if err != nil {
+		n.t.Fatalf("ip link: %v\n%s", err, out)
+	}
+	if prefix := networkPrefix(n.network); strings.Contains(string(out), prefix) {
+		n.t.Errorf("veths of the network left behind:\n%s", out)
+	}
+}
+
 // Two nodes, each a namespace with its end of a veth underlay and a
 // switch of its own, configured as docs/kubernetes.md configures a
 // node: a routed vxlan port to the other node and a route to the other
@@ -898,12 +972,18 @@ func TestAddDelCycles(t *testing.T) {
 // run 10 at a time as a kubelet runs them: every pod reaches every
 // other; then drained the same way, leaving nothing. The time per ADD
 // and DEL (cnitool's, with host-local) is logged.
-func TestNodeOf110Pods(t *testing.T) {
+func TestNodeOf110Pods(t *testing.T) { nodeOf110Pods(t, "tun", "198.18.8.0/24") }
+
+// The same node in veth mode: 110 veth pairs, their host ends 110 afxdp
+// ports, and nothing of them left after DEL.
+func TestNodeOf110VethPods(t *testing.T) { nodeOf110Pods(t, "veth", "198.18.10.0/24") }
+
+func nodeOf110Pods(t *testing.T, mode, subnet string) {
 	if testing.Short() {
 		t.Skip("110 namespaces: not with -short")
 	}
 	const pods, parallel = 110, 10
-	n := newNode(t, "tun", "198.18.8.0/24")
+	n := newNode(t, mode, subnet)
 	state := filepath.Join(t.TempDir(), "state.json")
 	switch {
 	case *restart:
@@ -931,8 +1011,14 @@ func TestNodeOf110Pods(t *testing.T) {
 	if ports, _, leases := n.state(); len(ports) != pods || len(leases) != pods {
 		t.Fatalf("%d ports and %d leases for %d pods", len(ports), len(leases), pods)
 	}
-	reach(t, ns, addrs, func(from, to int) bool { return true })
-	if *restart {
+	if mode == "veth" {
+		// Bridged, as the reference bridge is below: every pod and pod 0,
+		// for the kernel's neighbour table.
+		reach(t, ns, addrs, func(from, to int) bool { return from == 0 || to == 0 })
+	} else {
+		reach(t, ns, addrs, func(from, to int) bool { return true })
+	}
+	if *restart && mode != "veth" {
 		restartKeepingPods(t, n, state, ns, addrs)
 		reach(t, ns, addrs, func(from, to int) bool { return true })
 	}
@@ -945,7 +1031,10 @@ func TestNodeOf110Pods(t *testing.T) {
 		return err
 	})
 	n.wantEmpty()
-	t.Logf("softnet-cni: %d pods, %d at a time: ADD p50 %v p99 %v; DEL p50 %v p99 %v", pods, parallel,
+	if mode == "veth" {
+		n.wantNoVeths()
+	}
+	t.Logf("softnet-cni %s: %d pods, %d at a time: ADD p50 %v p99 %v; DEL p50 %v p99 %v", mode, pods, parallel,
 		percentile(addTimes, 50), percentile(addTimes, 99), percentile(delTimes, 50), percentile(delTimes, 99))
 	n.stop()
 	if *compare {

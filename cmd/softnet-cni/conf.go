@@ -27,7 +27,7 @@ const (
 type netConf struct {
 	types.PluginConf
 	Socket string `json:"socket"` // the switch's control socket
-	Mode   string `json:"mode"`   // tun (routed) or tap (bridged): the kind of the switch's ports
+	Mode   string `json:"mode"`   // tun (routed), tap (bridged): the kind of the switch's ports; or veth (bridged: afxdp ports on veths)
 	MTU    int    `json:"mtu"`
 	// RuntimeConfig is what the runtime passes for the capabilities
 	// the configuration declares ("capabilities": {"bandwidth": true}).

@@ -72,8 +72,24 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	defer cancel()
 	sw := newSwitch(conf)
 	name := portName(conf.Name, args.ContainerID, args.IfName)
-	// Whatever fails from here leaves nothing behind: the port (with its
-	// device, addresses and routes) and the lease go.
+	// Whatever fails from here leaves nothing behind: the veth, the port
+	// (with its device, addresses and routes) and the lease go.
+	if conf.Mode == vethMode {
+		workers, err := sw.workers(ctx)
+		if err != nil {
+			return err
+		}
+		if err := p.addVeth(name, args.IfName, conf.MTU, workers); err != nil {
+			return types.NewError(types.ErrInternal, "make the pod's veth", err.Error())
+		}
+		defer func() {
+			if err != nil {
+				if derr := delVeth(name); derr != nil {
+					err = alsoFailed(err, "deleting the veth", derr)
+				}
+			}
+		}()
+	}
 	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName, conf.RuntimeConfig.Bandwidth.options()); err != nil {
 		return err
 	}
@@ -99,6 +115,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInvalidNetworkConfig, "invalid network configuration: IPAM plugin "+conf.IPAM.Type+" gave no address: give it a range", "")
 	}
 	res.Interfaces = []*current.Interface{{Name: args.IfName, Mtu: conf.MTU, Sandbox: args.Netns}}
+	if conf.Mode == vethMode {
+		res.Interfaces = append(res.Interfaces, &current.Interface{Name: name, Mtu: conf.MTU})
+	}
 	for _, ip := range res.IPs {
 		ip.Interface = current.Int(0)
 	}
@@ -144,7 +163,11 @@ func cmdDel(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	perr := newSwitch(conf).removePort(ctx, portName(conf.Name, args.ContainerID, args.IfName))
+	name := portName(conf.Name, args.ContainerID, args.IfName)
+	perr := newSwitch(conf).removePort(ctx, name)
+	if conf.Mode == vethMode && perr == nil {
+		perr = delVeth(name)
+	}
 	// The spec wants IPAM's DEL whatever happened to the port.
 	if err := ipam(conf, types.ErrInvalidNetworkConfig); err != nil {
 		return err
@@ -193,7 +216,11 @@ func cmdCheck(args *skel.CmdArgs) error {
 			continue
 		}
 		found = true
-		if netns, dev, _ := devicePort(pt.Spec); netns != args.Netns || dev != args.IfName {
+		if conf.Mode == vethMode {
+			if !vethPort(pt.Spec) {
+				return failed("port %s is %s, not an afxdp port on the host end of %s's veth", name, pt.Spec, args.IfName)
+			}
+		} else if netns, dev, _ := devicePort(pt.Spec); netns != args.Netns || dev != args.IfName {
 			return failed("port %s is %s, not the device %s in %s", name, pt.Spec, args.IfName, args.Netns)
 		}
 		if pt.Down {
@@ -208,7 +235,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 		return err
 	}
 	defer p.close()
-	if err := p.check(args.IfName, prev); err != nil {
+	if err := p.check(args.IfName, conf.Mode == vethMode, prev); err != nil {
 		return failed("%v", err)
 	}
 	if routedMode(conf.Mode) {
@@ -217,9 +244,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 			return err
 		}
 		for _, ip := range prev.IPs {
-			want := control.Route{Prefix: hostPrefix(ip).String(), Port: name}
-			if !slices.Contains(routes, want) {
-				return failed("the switch does not route %s to port %s", want.Prefix, name)
+			prefix := hostPrefix(ip).String()
+			if !slices.ContainsFunc(routes, func(r control.Route) bool { return r.Prefix == prefix && r.Port == name }) {
+				return failed("the switch does not route %s to port %s", prefix, name)
 			}
 		}
 	}
@@ -271,9 +298,16 @@ func cmdGC(args *skel.CmdArgs) error {
 		errs = append(errs, sw.fail("list ports", err))
 	}
 	for _, pt := range ports {
-		// Only ports the plugin made: its names, devices named apart.
-		if _, dev, _ := devicePort(pt.Spec); isNetworkPort(conf.Name, pt.Name) && dev != "" && !valid[pt.Name] {
-			if err := sw.removePort(ctx, pt.Name); err != nil {
+		// Only ports the plugin made: its names, devices named apart or
+		// veths' host ends.
+		_, dev, _ := devicePort(pt.Spec)
+		veth := vethPort(pt.Spec)
+		if isNetworkPort(conf.Name, pt.Name) && (dev != "" || veth) && !valid[pt.Name] {
+			err := sw.removePort(ctx, pt.Name)
+			if err == nil && veth {
+				err = delVeth(pt.Name)
+			}
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -145,16 +145,18 @@ func routeOf(index int, rt *types.Route) *netlink.Route {
 	return r
 }
 
-// check verifies that the device, its addresses and its routes are as
-// prev says.
-func (p *pod) check(ifname string, prev *current.Result) error {
+// check verifies that the device (a veth's end, or the switch's TUN or
+// TAP device), its addresses and its routes are as prev says.
+func (p *pod) check(ifname string, veth bool, prev *current.Result) error {
 	link, err := p.link(ifname)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s in %s: %w", ifname, p.path, err)
 	case link == nil:
 		return fmt.Errorf("%s: no such device in %s", ifname, p.path)
-	case link.Type() != "tuntap":
+	case veth && link.Type() != "veth":
+		return fmt.Errorf("%s in %s: a %s device, not the plugin's veth", ifname, p.path, link.Type())
+	case !veth && link.Type() != "tuntap":
 		return fmt.Errorf("%s in %s: a %s device, not the switch's TUN/TAP device", ifname, p.path, link.Type())
 	case link.Attrs().Flags&net.FlagUp == 0:
 		return fmt.Errorf("%s in %s: down", ifname, p.path)

@@ -29,13 +29,21 @@ func newSwitch(conf *netConf) *switchAPI {
 }
 
 // addPort adds the attachment's port: a device named ifname in the
-// namespace at netnsPath, with the port options opts (",KEY=VALUE...").
+// namespace at netnsPath, with the port options opts (",KEY=VALUE...");
+// in veth mode, the afxdp port on the host end of the pod's veth, named
+// as the port.
 func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname, opts string) error {
-	port, err := vswitch.ParsePort(mode + ":" + name + opts)
+	kind := mode
+	if mode == vethMode {
+		kind = vethKind
+	}
+	port, err := vswitch.ParsePort(kind + ":" + name + opts)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetworkConfig, "invalid port: "+err.Error(), "")
 	}
-	port.NetNS, port.Dev = netnsPath, ifname
+	if mode != vethMode {
+		port.NetNS, port.Dev = netnsPath, ifname
+	}
 	spec := port.String()
 	var p control.Port
 	if err := s.client.Post(ctx, "/v1/ports", control.PortRequest{Spec: spec}, &p); err != nil {
@@ -45,8 +53,10 @@ func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname, 
 }
 
 // podMode reports whether mode is a kind of port that is a pod's own
-// interface, which the switch creates in the pod's namespace.
-func podMode(mode string) bool { return slices.Contains(vswitch.GuestDeviceKinds(), mode) }
+// interface, which the switch creates in the pod's namespace, or veth.
+func podMode(mode string) bool {
+	return mode == vethMode || slices.Contains(vswitch.GuestDeviceKinds(), mode)
+}
 
 // routedMode reports whether the switch routes ports of kind mode (and
 // so each of their addresses needs a route), rather than bridging them.
@@ -58,7 +68,7 @@ func routedMode(mode string) bool {
 // podModes lists the modes podMode takes, each routed or bridged.
 func podModes() string {
 	var modes []string
-	for _, k := range vswitch.GuestDeviceKinds() {
+	for _, k := range append(vswitch.GuestDeviceKinds(), vethMode) {
 		how := "bridged"
 		if routedMode(k) {
 			how = "routed"
@@ -76,6 +86,13 @@ func podModes() string {
 func devicePort(spec string) (netns, dev string, ok bool) {
 	p, err := vswitch.ParsePort(spec)
 	return p.NetNS, p.Dev, err == nil
+}
+
+// vethPort reports whether the spec is of an afxdp port on a veth's
+// host end, as veth mode adds them: named as its interface.
+func vethPort(spec string) bool {
+	p, err := vswitch.ParsePort(spec)
+	return err == nil && p.Kind == vethKind && p.NetNS == "" && p.Dev == ""
 }
 
 // removePort removes the named port; one the switch does not have, or a
@@ -137,7 +154,7 @@ func (s *switchAPI) fail(what string, err error) *types.Error {
 	case errors.As(err, &refused) && refused.Status == http.StatusServiceUnavailable:
 		return types.NewError(types.ErrTryAgainLater, "the switch at "+s.socket+" is busy: try again", what+": "+refused.Message)
 	case errors.As(err, &refused) && (refused.Status == http.StatusConflict && strings.Contains(refused.Message, "needs a restart") ||
-		refused.Status == http.StatusBadRequest && strings.Contains(refused.Message, "mixing tun and tap")):
+		refused.Status == http.StatusBadRequest && strings.Contains(refused.Message, "mixing tun and ")):
 		return types.NewError(types.ErrInvalidNetworkConfig,
 			`invalid network configuration: "mode" is not the kind of port the switch at `+s.socket+` runs: set "mode" to the kind of its ports, `+podModes(),
 			what+": "+refused.Message)

@@ -150,7 +150,7 @@ members in).`,
 	}
 	version.Flags().BoolVar(&versionJSON, "json", false, "print JSON")
 
-	cmd.AddCommand(stats, config, version, newPortCmd(client), newRouteCmd(client), newDropsCmd(client), newCaptureCmd(client))
+	cmd.AddCommand(stats, config, version, newPortCmd(client), newRouteCmd(client), newFDBCmd(client), newDropsCmd(client), newCaptureCmd(client))
 	cmd.AddCommand(newShutdownCmd(client))
 	return cmd
 }
@@ -222,6 +222,41 @@ between the other ports goes on. Nothing is printed on success.`,
 			return nil
 		},
 	}
+	var showJSON bool
+	show := &cobra.Command{
+		Use:   "show [NAME] [--json]",
+		Short: "Show a port, or every port: kind, origin, options, state, queues, device, namespace",
+		Long: `show prints what the switch holds of the port NAME, one line per field:
+its kind, who made it (origin: config or api), the kind's own options, its state (a vhost-user port's
+front-end: "no front-end connected" while it waits for its VM, else the
+queue pairs enabled and the features negotiated), its queues, its device
+and namespace, and its port security. Without NAME, a table of every port.`,
+		Example: `  softnet ctl port show
+  softnet ctl port show vm1
+  softnet ctl port show vm1 --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				var ports []control.Port
+				if err := client().Get(cmd.Context(), "/v1/ports", &ports); err != nil {
+					return ctlError(err)
+				}
+				if showJSON {
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(ports)
+				}
+				return writePortTable(cmd.OutOrStdout(), ports)
+			}
+			var p control.Port
+			if err := client().Get(cmd.Context(), "/v1/ports/"+url.PathEscape(args[0]), &p); err != nil {
+				return ctlError(err)
+			}
+			if showJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(p)
+			}
+			return writePort(cmd.OutOrStdout(), p)
+		},
+	}
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
 	var setJSON bool
 	set := &cobra.Command{
 		Use:   "set NAME OPTION=VALUE...",
@@ -256,15 +291,16 @@ again. The port is printed as port list prints it.`,
 		},
 	}
 	set.Flags().BoolVar(&setJSON, "json", false, "print the port as JSON")
-	cmd := &cobra.Command{Use: "port", Short: "List, add, change and remove the switch's ports", Args: cobra.NoArgs,
+	cmd := &cobra.Command{Use: "port", Short: "List, show, add, change and remove the switch's ports", Args: cobra.NoArgs,
 		Example: `  softnet ctl port list
+  softnet ctl port show sn3
   softnet ctl port add tun:sn3,netns=guest3
   softnet ctl port set sn3 ingress-rate=100M
   softnet ctl port del sn3`,
 		RunE: func(*cobra.Command, []string) error {
-			return usageError{errors.New("port needs a command: list, add, set or del")}
+			return usageError{errors.New("port needs a command: list, show, add, set or del")}
 		}}
-	cmd.AddCommand(list, add, set, del)
+	cmd.AddCommand(list, show, add, set, del)
 	return cmd
 }
 
@@ -272,20 +308,84 @@ func writePorts(w io.Writer, ports []control.Port) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "name\tstate\tspec\tdevice")
 	for _, p := range ports {
-		state := "up"
-		if p.Down {
-			state = "down: " + p.Error
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, state, p.Spec, p.Info)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, portState(p), p.Spec, p.Info)
 	}
 	return tw.Flush()
+}
+
+// portState is "up" or "down: why", and what the port's kind says of
+// its state: "up: no front-end connected".
+func portState(p control.Port) string {
+	state := "up"
+	if p.Down {
+		state = "down: " + p.Error
+	}
+	if p.State != "" {
+		state += "; " + p.State
+	}
+	return state
+}
+
+// orNone is s, or "-" for nothing, as a table cell.
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writePortTable is port show's table of every port.
+func writePortTable(w io.Writer, ports []control.Port) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tkind\torigin\tstate\tqueues\tdevice\tnamespace\toptions")
+	for _, p := range ports {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Kind, orNone(p.Origin), portState(p), p.Queues, orNone(p.Device),
+			orNone(p.Netns), orNone(p.Options.String()))
+	}
+	return tw.Flush()
+}
+
+// writePort is port show NAME: a field a line, as ip -d link show.
+func writePort(w io.Writer, p control.Port) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("name", p.Name)
+	row("kind", p.Kind)
+	row("origin", orNone(p.Origin))
+	row("spec", p.Spec)
+	row("options", orNone(p.Options.String()))
+	row("state", portState(p))
+	for _, f := range p.StateDetail {
+		row("  "+f.Key, f.Value)
+	}
+	row("queues", strconv.Itoa(p.Queues))
+	row("device", orNone(p.Device))
+	row("namespace", orNone(p.Netns))
+	row("info", p.Info)
+	created := "no"
+	if p.Created {
+		created = "yes: the switch removes it when it stops"
+	}
+	row("created", created)
+	row("allow", orNone(p.Allow))
+	row("mac", orNone(p.MACs))
+	row("dhcp-server", onOff(p.DHCPServer))
+	row("router", onOff(p.Router))
+	return tw.Flush()
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 func newRouteCmd(client func() *control.Client) *cobra.Command {
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list [--json]",
-		Short: "List the static routes, as PREFIX=PORT",
+		Short: "List the static routes: prefix, port, via (a routed vxlan port's remote) and origin (config or api)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var routes []control.Route
@@ -295,10 +395,12 @@ func newRouteCmd(client func() *control.Client) *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(routes)
 			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "prefix\tport\tvia\torigin")
 			for _, r := range routes {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s=%s\n", r.Prefix, r.Port)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prefix, r.Port, orNone(r.Via), orNone(r.Origin))
 			}
-			return nil
+			return tw.Flush()
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -351,6 +453,50 @@ success.`,
 	return cmd
 }
 
+func newFDBCmd(client func() *control.Client) *cobra.Command {
+	var asJSON bool
+	show := &cobra.Command{
+		Use:   "show [--json]",
+		Short: "List the stations the switch knows: MAC, port, age, learned or static",
+		Long: `show lists the switch's forwarding table, as bridge fdb show and
+ovs-appctl fdb/show do: each station's MAC, the port it is on, how long
+since it was last seen (to within a second), and whether it was learned
+or configured (static). The bridge's stations (bridged ports) come first;
+then each port's own table: a vxlan port's stations, with the remote
+each is behind (dst). A switch of routed ports has no bridge.`,
+		Example: `  softnet ctl fdb show
+  softnet ctl fdb show --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var stations []control.Station
+			if err := client().Get(cmd.Context(), "/v1/fdb", &stations); err != nil {
+				return ctlError(err)
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(stations)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "mac\tport\tdst\tage\ttype")
+			for _, e := range stations {
+				age, kind := strconv.FormatFloat(e.AgeSeconds, 'f', 0, 64)+"s", "learned"
+				if e.Static {
+					age, kind = "-", "static"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.MAC, e.Port, orNone(e.Dst), age, kind)
+			}
+			return tw.Flush()
+		},
+	}
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd := &cobra.Command{Use: "fdb", Short: "Show the stations the switch has learned", Args: cobra.NoArgs,
+		Example: "  softnet ctl fdb show",
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{errors.New("fdb needs a command: show")}
+		}}
+	cmd.AddCommand(show)
+	return cmd
+}
+
 // exactArgs is cobra.ExactArgs with a usage error that says what is
 // missing.
 func exactArgs(n int, msg string) cobra.PositionalArgs {
@@ -379,13 +525,15 @@ func newDropsCmd(client func() *control.Client) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drops [--json] [--watch [--rate N/s] [-n COUNT]]",
 		Short: "Print drops by port and reason; with --watch, stream dropped packets as they happen",
-		Long: `drops prints the switch's drops by port and reason. With --watch it streams
+		Long: `drops prints the switch's drops by port and reason, a table or, with --json,
+a JSON list of {"port", "dir", "reason", "packets"}. With --watch it streams
 dropped packets as they happen, one line each: time, port, worker, reason
 and the packet's headers decoded. The switch samples at most --rate drops a
 second, on its workers, without ever making them wait; on exit (Ctrl-C,
 after -n drops, or when the switch stops) ctl prints how many drops the
 sampler skipped and lost.`,
 		Example: `  softnet ctl drops
+  softnet ctl drops --json
   softnet ctl drops --watch --rate 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

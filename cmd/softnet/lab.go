@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"softnet.dev/internal/lab"
+	"softnet.dev/internal/vswitch"
 )
 
 func newLabCmd() *cobra.Command {
@@ -28,6 +29,8 @@ func newLabCmd() *cobra.Command {
 		ioPath      string
 		overlay     bool
 		overlayMode string
+		// --bandwidth-rates, as written
+		bandwidthRates []string
 	)
 	cmd := &cobra.Command{
 		Use:   "lab [flags]",
@@ -111,7 +114,28 @@ forwarding thread's), Open vSwitch's flow-cache hits and cycles per
 packet, allocations per packet, the ports' drops, softnet's worker rounds
 and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
 512 MiB of 2 MiB hugepages, and 256 MiB more for Open vSwitch
-(vm.nr_hugepages raised by as much, lowered after).`,
+(vm.nr_hugepages raised by as much, lowered after).
+
+With --bandwidth lab measures rate limits instead: at each of
+--bandwidth-rates (default 10M,100M,1G bit/s, each with softnet's default
+burst), iperf3 TCP and UDP (offered at 1.5x the rate) both ways between
+a pod and its host side, through softnet (two TUN ports, the pod's with
+ingress-rate and egress-rate) and through a veth pair shaped by the
+reference CNI bandwidth plugin (containernetworking/plugins v1.10.0,
+built at run time with go install from the module proxy, or
+--bandwidth-plugin PATH) with the same limits. It reports each rate
+received over the set rate, softnet's TCP goodput over tc's and its
+policer's drops.
+
+With --afxdp lab measures afxdp ports on the veth topology of a pod
+network: two guests, each with a veth whose host end is in a host
+namespace, joined there by (a) softnet's afxdp ports (one worker), (b)
+the kernel's bridge, the reference, and (c) Open vSwitch's afxdp netdev
+(type=afxdp, native XDP, a netdev bridge without DPDK; Debian package
+openvswitch-switch-dpdk, skipped with a message when it is not
+installed), and (d) softnet's TAP path, TAP devices in the guests. Modes
+udp64 and tcp by default. Then it measures the idle CPU of a switch with
+100 afxdp ports on veths.`,
 		Example: `  sudo softnet lab
   sudo softnet lab --ladder --plot ladder.svg
   sudo softnet lab --duration 5s --modes udp --json > udp.jsonl
@@ -121,7 +145,9 @@ and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
   sudo softnet lab --ports 250 --workers 2 --io syscall --tap
   sudo softnet lab --overlay --overlay-mode both --runs 3
   sudo softnet lab --overlay --overlay-mode l3 --underlay-ipv6 --json
+  sudo softnet lab --afxdp --duration 5s
   sudo softnet lab --vhost --duration 10s
+  sudo softnet lab --bandwidth --duration 5s
   sudo softnet lab --vhost --vhost-backends softnet,ovs-dpdk`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -152,6 +178,30 @@ and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
 					if cmd.Flags().Changed(name) {
 						return usageError{fmt.Errorf("--%s does not apply to --overlay", name)}
 					}
+				}
+			}
+			for _, r := range bandwidthRates {
+				n, err := vswitch.ParseBits("--bandwidth-rates", r)
+				if err != nil {
+					return usageError{err}
+				}
+				opts.BandwidthRates = append(opts.BandwidthRates, n)
+			}
+			if opts.Bandwidth {
+				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "modes", "ladder", "plot", "ipv6", "pdr-steps", "pdr-trial", "runs", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "afxdp", "traffic"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply to --bandwidth (its configurations and traffic are its own)", name)}
+					}
+				}
+			}
+			if opts.AFXDP {
+				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "ladder", "plot", "pdr-steps", "pdr-trial", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "bandwidth"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply to --afxdp (its configurations are its own)", name)}
+					}
+				}
+				if !cmd.Flags().Changed("modes") {
+					ms = lab.AFXDPModes
 				}
 			}
 			if opts.Vhost {
@@ -193,7 +243,7 @@ and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
 				defer stop()
 			}
 			rep, runErr := lab.Run(cmd.Context(), opts)
-			if rep != nil && (len(rep.Variants) > 0 || rep.Ports != nil || len(rep.Overlay) > 0 || rep.Vhost != nil) {
+			if rep != nil && (len(rep.Variants) > 0 || rep.Ports != nil || len(rep.Overlay) > 0 || rep.Vhost != nil || rep.Bandwidth != nil || rep.AFXDP != nil) {
 				if err := writeLabReport(cmd.OutOrStdout(), rep, asJSON, jsonFile, plot); err != nil {
 					return errors.Join(runErr, err)
 				}
@@ -231,8 +281,13 @@ and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
 	f.BoolVar(&overlay, "overlay", false, "measure guests across two hosts over VXLAN instead of the variants")
 	f.StringVar(&overlayMode, "overlay-mode", "l2", "--overlay: l2 (bridged), l3 (routed) or both")
 	f.BoolVar(&opts.UnderlayIPv6, "underlay-ipv6", false, "--overlay: an IPv6 underlay (2001:db8:100::/64) instead of IPv4")
+	f.BoolVar(&opts.AFXDP, "afxdp", false, "measure afxdp ports on two guests' veths against softnet's TAP path, the kernel's bridge and Open vSwitch's afxdp netdev, and a switch of 100 idle afxdp ports, instead of the variants")
 	f.BoolVar(&opts.Vhost, "vhost", false, "measure vhost-user ports with DPDK's testpmd against DPDK's own back-end and Open vSwitch with DPDK instead of the variants")
 	f.StringSliceVar(&opts.VhostBackends, "vhost-backends", nil, "--vhost: the back-ends to measure, of softnet, dpdk-vhost and ovs-dpdk (default all)")
+	f.BoolVar(&opts.Bandwidth, "bandwidth", false, "measure softnet's rate limits against the reference CNI bandwidth plugin's tc on a veth pair instead of the variants")
+	f.StringSliceVar(&bandwidthRates, "bandwidth-rates", nil, "--bandwidth: the rates, bits per second with k, M, G (default 10M,100M,1G)")
+	f.DurationVar(&opts.BandwidthBurst, "bandwidth-burst", 0, "--bandwidth: each limit's burst, as a time at its rate (default: softnet's default burst, 250 ms of the rate and at least 64 KiB)")
+	f.StringVar(&opts.BandwidthPlugin, "bandwidth-plugin", "", "--bandwidth: the reference plugin's executable (default: built at run time with go install from the module proxy)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"softnet.dev/internal/buildinfo"
 )
@@ -53,7 +54,7 @@ programs and a drop reason for every lost packet.`,
 		Version:       buildinfo.Get().String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagError(err)} })
 	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd(), newVersionCmd())
 	// Without a command, the help; with an unknown one, a usage error
 	// (cobra's own is a plain error, which would exit 1).
@@ -66,6 +67,23 @@ programs and a drop reason for every lost packet.`,
 	}
 	usageArgs(root)
 	return root
+}
+
+// flagError says what a flag's bad value should have been, in place
+// of the parser's words (strconv.ParseInt: parsing "x": invalid syntax).
+func flagError(err error) error {
+	var bad *pflag.InvalidValueError
+	if !errors.As(err, &bad) {
+		return err
+	}
+	want := map[string]string{
+		"int": "a whole number", "uint": "a whole number, 0 or more", "bool": "true or false",
+		"duration": "a duration such as 200µs, 5s or 1m",
+	}[bad.GetFlag().Value.Type()]
+	if want == "" {
+		return err
+	}
+	return fmt.Errorf("--%s %q: want %s", bad.GetFlag().Name, bad.GetValue(), want)
 }
 
 // usageArgs makes the errors of c's and its commands' argument checks

@@ -94,6 +94,25 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// A flag's bad value is told in the user's terms, not strconv's or
+// time's.
+func TestFlagValueErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"switch", "--workers", "x"}, `--workers "x": want a whole number`},
+		{[]string{"switch", "--busy-poll", "5"}, `--busy-poll "5": want a duration such as 200µs, 5s or 1m`},
+		{[]string{"ctl", "stats", "-n", "many"}, `--count "many": want a whole number`},
+		{[]string{"switch", "--filter", "allow", "dport=53"}, `unexpected argument "dport=53": each flag takes one value; quote a rule with spaces`},
+	} {
+		_, stderr, code := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "strconv") || strings.Contains(stderr, "time:") {
+			t.Errorf("%q: exit %d, %s; want %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
 func TestHelp(t *testing.T) {
 	out, _, code := run(t, "bench", "--help")
 	if code != exitOK || !strings.Contains(out, "remote-free") || !strings.Contains(out, "--duration") {

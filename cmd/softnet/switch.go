@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/vswitch"
@@ -42,14 +44,16 @@ func newSwitchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "switch --port SPEC --port SPEC [--route PREFIX=PORT]... [--workers N]",
-		Short: "Run a userspace virtual switch between TUN or TAP ports",
-		Long: `switch connects network namespaces, containers and VMs through TUN (L3) or
-TAP (L2) devices. TUN ports are routed by the L3 forwarder (static routes
-first, then source addresses learned per port where no route covers them;
-TTL is decremented); TAP ports are bridged by MAC address. A TUN guest
-cannot impersonate another: it may send only from the prefixes routed to
-it, and learning never overrides a route. A TAP port, like a port of the
-kernel's bridge, takes any source address and MAC (allow=any, no MAC
+		Short: "Run a userspace virtual switch: " + strings.Join(vswitch.Kinds(), ", ") + " ports",
+		Long: `switch connects network namespaces, containers, VMs and other hosts
+through ports of the kinds below: routed ones, which carry IP packets
+(tun; vxlan with mode=l3), or bridged ones, which carry Ethernet frames
+(tap, vhost-user, vxlan). Routed ports go through the L3 forwarder
+(static routes first, then source addresses learned per port where no
+route covers them; TTL is decremented); bridged ports through a learning
+bridge by MAC address. A routed guest cannot impersonate another: it may
+send only from the prefixes routed to it, and learning never overrides a
+route. A bridged port, like a port of the kernel's bridge, takes any source address and MAC (allow=any, no MAC
 lock) until mac= and allow= lock it, as in
 tap:vm1,mac=02:00:00:00:00:07,allow=198.18.7.1+2001:db8:7::1. No guest
 may advertise itself as an IPv6 router or answer DHCP unless router=on or
@@ -72,6 +76,13 @@ packets are dropped and counted as FILTER. ARP passes untouched.
 The configuration file (--config) has one directive per line, '#' starts
 a comment, and flags add to what it says:
 ` + vswitch.Directives + `
+  FLAG VALUE         any other flag of softnet switch but --config and
+                     --state-reset, as busy-poll 50us, cpus 2,3,
+                     metrics 127.0.0.1:9477, control-group softnet,
+                     log-level debug ("" is an empty value: control "")
+A flag given on the command line wins over the file's setting; --port,
+--route, --service and --filter add to the file's. So a service's
+command line is softnet switch --config FILE (contrib/softnet.service).
 Every bad line is reported with its file and line.
 
 On SIGHUP the switch reads --config FILE again and makes its own ports
@@ -83,8 +94,9 @@ changed in place where its kind takes the change live (see the kinds
 above), else removed and added again; traffic between the ports that
 stay goes on.
 Each change is logged ("config reloaded"). A file with an error, or one
-that changes workers, services or filters (these need a restart),
-changes nothing and the error is logged with its file and line. Without
+that changes workers, services, filters or a flag's setting (these need
+a restart), changes nothing and the error is logged with its file and
+line. Without
 --config, SIGHUP is logged and ignored.
 
 On SIGINT or SIGTERM the switch stops within 2 s, closes every port,
@@ -94,12 +106,46 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
   softnet switch --port tun:sn0,netns=guest1 --port tun:sn1,netns=guest2 \
       --route 198.18.1.0/24=sn0 --route 198.18.2.0/24=sn1 \
       --filter "deny proto=udp dport=53"`,
-		Args: cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				// Most often the rest of a filter rule given unquoted.
+				return usageError{fmt.Errorf("unexpected argument %q: each flag takes one value; quote a rule with spaces: --filter \"deny proto=udp dport=53\"", args[0])}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if workers < 1 || workers > vswitch.MaxWorkers {
 				return usageError{fmt.Errorf("--workers %d: want 1 to %d", workers, vswitch.MaxWorkers)}
 			}
-			// The flags first: what they say is wrong whatever the ports.
+			// SIGHUP's default ends the process: caught from the start,
+			// it is handled once the switch runs.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			flags := switchFlags{ports: ports, routes: routes, services: services, filters: filters}
+			if cmd.Flags().Changed("workers") {
+				flags.workers = workers
+			}
+			// The file's settings (its flags) are set at start; a reload
+			// that changes one is refused: they take a restart.
+			settings := newFileSettings(cmd.Flags())
+			load := func() (vswitch.Config, error) {
+				cfg, err := loadConfig(configFile, flags, settings.settings())
+				if err == nil {
+					err = settings.removed(configFile)
+				}
+				if err == nil && cfg.Workers == 0 {
+					cfg.Workers = workers
+				}
+				return cfg, err
+			}
+			cfg, err := load()
+			if err != nil {
+				return usageError{err}
+			}
+			settings.started = true
+			// The flags, the file's settings among them, before the ports:
+			// what they say is wrong whatever the ports.
 			addr, err := metricsListenAddr(metricsAddr)
 			if err != nil {
 				return usageError{err}
@@ -116,26 +162,6 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			}
 			if controlGroup != "" && controlPath == "" {
 				return usageError{errors.New(`--control-group: there is no control socket (--control "")`)}
-			}
-			// SIGHUP's default ends the process: caught from the start,
-			// it is handled once the switch runs.
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			flags := switchFlags{ports: ports, routes: routes, services: services, filters: filters}
-			if cmd.Flags().Changed("workers") {
-				flags.workers = workers
-			}
-			load := func() (vswitch.Config, error) {
-				cfg, err := loadConfig(configFile, flags)
-				if err == nil && cfg.Workers == 0 {
-					cfg.Workers = workers
-				}
-				return cfg, err
-			}
-			cfg, err := load()
-			if err != nil {
-				return usageError{err}
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{err}
@@ -185,7 +211,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			}
 			// The state last: a switch that cannot take its state file
 			// (another switch holds it, it is bad) starts nothing.
-			if !cmd.Flags().Changed("state") && controlPath == control.DefaultSocket {
+			if !cmd.Flags().Changed("state") && !settings.gave("state") && controlPath == control.DefaultSocket {
 				statePath = DefaultState
 			}
 			var st *switchState
@@ -273,7 +299,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 	f.StringArrayVar(&filters, "filter", nil, `a filter rule, e.g. "deny proto=udp dport=53" (see above)`)
 	f.IntVar(&workers, "workers", 1, "worker goroutines (each polls one queue of every port)")
 	f.StringVar(&cpus, "cpus", "", "pin the workers to these CPUs, worker i to the i-th (e.g. 0 or 2,3 or 2-5); for vhost-user ports, CPUs the VMs do not use")
-	f.StringVar(&configFile, "config", "", "read ports, routes, services, filters and workers from FILE")
+	f.StringVar(&configFile, "config", "", "read the configuration from FILE: ports, routes, services, filters, workers and any other flag (flags given here win)")
 	f.StringVar(&statsJSON, "stats-json", "", "also write the final statistics as JSON to FILE")
 	f.DurationVar(&busyPoll, "busy-poll", vswitch.DefaultBusyPoll, "after finding work, a worker keeps polling this long before it sleeps (0: sleep after a few empty rounds)")
 	f.StringVar(&controlPath, "control", control.DefaultSocket, `serve the control API (softnet ctl) on this Unix socket, mode 0660; "" for none`)
@@ -328,17 +354,111 @@ func parseEach[T any](list []T, flag string, vals []string, parse func(string) (
 	return list, nil
 }
 
+// fileSettings are the flags of softnet switch that a configuration
+// file gives as directives of their own name ("busy-poll 50us"): every
+// flag but --config and those that are the switch's own directives
+// (port, route, service, filter, workers). A flag the command line gave
+// wins over the file's.
+type fileSettings struct {
+	flags *pflag.FlagSet
+	// started: the switch runs with the values set at start; a reload
+	// only checks that the file still says them.
+	started bool
+	values  map[string]string // as the file gave them at start
+	seen    map[string]string // as the last reading gave them
+}
+
+func newFileSettings(fs *pflag.FlagSet) *fileSettings {
+	return &fileSettings{flags: fs, values: map[string]string{}}
+}
+
+// names are the flags a file may give, by name.
+func (s *fileSettings) names() []string {
+	var out []string
+	s.flags.VisitAll(func(f *pflag.Flag) {
+		switch f.Name {
+		case "config", "help", "port", "route", "service", "filter", "workers":
+		case "state-reset":
+			// An action, once, not a setting: in the file it would throw
+			// the state away at every start.
+		default:
+			out = append(out, f.Name)
+		}
+	})
+	return out
+}
+
+// settings are the file's settings for vswitch.ParseConfigWith. A
+// value is one field; "" is the empty value (control "", no socket).
+func (s *fileSettings) settings() *vswitch.Settings {
+	s.seen = map[string]string{}
+	seen := s.seen
+	return &vswitch.Settings{Names: s.names(), Set: func(name string, vals []string) error {
+		f := s.flags.Lookup(name)
+		if len(vals) != 1 {
+			return fmt.Errorf("want one value after %q (as --%s takes it), got %d", name, name, len(vals))
+		}
+		v := vals[0]
+		if v == `""` {
+			v = ""
+		}
+		if _, twice := seen[name]; twice {
+			return fmt.Errorf("%s given twice", name)
+		}
+		seen[name] = v
+		switch {
+		case s.started:
+			if old, ok := s.values[name]; !ok || old != v {
+				return fmt.Errorf("%s %q: the switch runs with %q; a setting changes with a restart, not a reload", name, v, s.flagValue(name))
+			}
+		case f.Changed:
+			s.values[name] = v // the command line's value wins
+		default:
+			if err := f.Value.Set(v); err != nil {
+				return fmt.Errorf("%s %q: %w", name, v, err)
+			}
+			s.values[name] = v
+		}
+		return nil
+	}}
+}
+
+// removed reports a setting the file gave at start and the last reading
+// did not: it too would take a restart.
+func (s *fileSettings) removed(file string) error {
+	if !s.started {
+		return nil
+	}
+	for _, name := range s.names() {
+		if _, was := s.values[name]; was {
+			if _, is := s.seen[name]; !is {
+				return fmt.Errorf("%s: %s is gone from the file: the switch runs with %q; a setting changes with a restart, not a reload", file, name, s.flagValue(name))
+			}
+		}
+	}
+	return nil
+}
+
+// gave reports whether the file gave the setting name at start.
+func (s *fileSettings) gave(name string) bool {
+	_, ok := s.values[name]
+	return ok
+}
+
+// flagValue is the value the switch runs with.
+func (s *fileSettings) flagValue(name string) string { return s.flags.Lookup(name).Value.String() }
+
 // loadConfig reads file (none if "") and adds the flags to it; the
 // configuration is not validated yet. Errors name the file's line or
-// the flag.
-func loadConfig(file string, fl switchFlags) (vswitch.Config, error) {
+// the flag. settings (nil: none) take the file's settings.
+func loadConfig(file string, fl switchFlags, settings *vswitch.Settings) (vswitch.Config, error) {
 	var cfg vswitch.Config
 	if file != "" {
 		f, err := os.Open(file)
 		if err != nil {
 			return cfg, err
 		}
-		cfg, err = vswitch.ParseConfig(file, f)
+		cfg, err = vswitch.ParseConfigWith(file, f, settings)
 		f.Close()
 		if err != nil {
 			return cfg, err

@@ -179,6 +179,20 @@ func (sp *switchProc) ctl(t *testing.T, args ...string) (stdout, stderr string, 
 	return run(t, append([]string{"ctl", "--socket", sp.socket}, args...)...)
 }
 
+// routeList is route list --json's routes, each as PREFIX=PORT.
+func routeList(t *testing.T, sp *switchProc) []string {
+	t.Helper()
+	var routes []control.Route
+	if err := json.Unmarshal([]byte(sp.mustCtl(t, "route", "list", "--json")), &routes); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range routes {
+		out = append(out, r.Prefix+"="+r.Port)
+	}
+	return out
+}
+
 func (sp *switchProc) mustCtl(t *testing.T, args ...string) string {
 	t.Helper()
 	out, errOut, code := sp.ctl(t, args...)
@@ -259,7 +273,7 @@ func TestCtlPortsWhileTrafficFlows(t *testing.T) {
 			t.Errorf("from the added port's guest: %v", err)
 		}
 	}
-	if out := sp.mustCtl(t, "route", "list"); out != "198.18.1.0/24=sc1\n198.18.2.0/24=sc2\n198.18.3.0/24=sc3\n" {
+	if out := sp.mustCtl(t, "route", "list"); out != "prefix         port  via  origin\n198.18.1.0/24  sc1   -    config\n198.18.2.0/24  sc2   -    config\n198.18.3.0/24  sc3   -    api\n" {
 		t.Errorf("route list:\n%s", out)
 	}
 	var ports []control.Port
@@ -398,7 +412,7 @@ func TestSwitchSIGHUP(t *testing.T) {
 	}
 	routes := func() []string {
 		t.Helper()
-		return strings.Fields(sp.mustCtl(t, "route", "list"))
+		return routeList(t, sp)
 	}
 	portNames := func() []string {
 		t.Helper()

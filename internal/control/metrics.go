@@ -104,7 +104,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if d.Own != nil {
 				d.Own.Collect(func(m *portkind.Metric, v uint64, labels ...string) {
-					counter(kindMetrics[m], v, append([]string{p.Name}, labels...)...)
+					if m.Gauge {
+						gauge(kindMetrics[m], float64(v), append([]string{p.Name}, labels...)...)
+					} else {
+						counter(kindMetrics[m], v, append([]string{p.Name}, labels...)...)
+					}
 				})
 			}
 			if k := d.Kernel; k != nil {

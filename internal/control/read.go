@@ -1,24 +1,45 @@
 package control
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"slices"
+	"strings"
 
 	"softnet.dev/engine"
 	"softnet.dev/internal/buildinfo"
 	"softnet.dev/internal/vswitch"
+	"softnet.dev/internal/vswitch/portkind"
 )
 
-// Port is one port in GET /v1/ports.
+// Port is one port in GET /v1/ports, and GET /v1/ports/NAME.
 type Port struct {
-	Name    string `json:"name"`
-	Spec    string `json:"spec"` // as --port takes it
-	Info    string `json:"info"` // layer, queues, max frame, offloads
-	Down    bool   `json:"down"`
-	Error   string `json:"error,omitempty"`
-	Created bool   `json:"created"` // created by the switch, removed when it stops
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	Spec string `json:"spec"` // as --port takes it
+	// Options are the kind's own options, as its spec writes them (the
+	// kind formats them: portkind.Options.Fields); those every port has
+	// are the fields below and in Spec.
+	Options Fields `json:"options,omitempty"`
 	// Origin is who made the port: "config" (the configuration file or
 	// the command line, which a reload changes) or "api".
 	Origin string `json:"origin"`
+	Info   string `json:"info"` // layer, queues, max frame, offloads
+	Queues int    `json:"queues"`
+	Netns  string `json:"netns,omitempty"`  // "" for the switch's own namespace
+	Device string `json:"device,omitempty"` // its device there, for a kind that has one
+	Down   bool   `json:"down"`
+	Error  string `json:"error,omitempty"`
+	// State is the port's state as its kind says it, in a few words
+	// ("no front-end connected" for a vhost-user port waiting for its
+	// VM), and StateDetail its parts; both absent for a kind that says
+	// none.
+	State       string `json:"state,omitempty"`
+	StateDetail Fields `json:"state_detail,omitempty"`
+	Created     bool   `json:"created"` // created by the switch, removed when it stops
 	// Port security in force, defaults included: the source addresses
 	// the guest may send from (allow= syntax), its MAC lock, whether it
 	// may answer DHCP and whether it may send router advertisements.
@@ -26,6 +47,87 @@ type Port struct {
 	MACs       string `json:"macs,omitempty"`
 	DHCPServer bool   `json:"dhcp_server"`
 	Router     bool   `json:"router"`
+}
+
+// Fields are keys and values in the order a port's kind gives them,
+// as a JSON object whose keys come in that order; an option given more
+// than once (a vxlan port's remote=) is one key, its values joined by
+// commas in the spec's order.
+type Fields []portkind.Field
+
+// fieldsOf is fs with each key once, nil for none.
+func fieldsOf(fs []portkind.Field) Fields {
+	var out Fields
+	for _, f := range fs {
+		if i := slices.IndexFunc(out, func(o portkind.Field) bool { return o.Key == f.Key }); i >= 0 {
+			out[i].Value += "," + f.Value
+		} else {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Get returns the value of key, "" if there is none.
+func (fs Fields) Get(key string) string {
+	for _, f := range fs {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// String is the fields as a spec writes them: key=value,key=value.
+func (fs Fields) String() string {
+	var b strings.Builder
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(f.Key + "=" + f.Value)
+	}
+	return b.String()
+}
+
+// MarshalJSON writes an object, its keys in order.
+func (fs Fields) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.Key) // strings marshal without error
+		v, _ := json.Marshal(f.Value)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads an object of strings, keeping its keys' order.
+func (fs *Fields) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("fields: want an object of strings")
+	}
+	*fs = nil
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("fields: %w", err)
+		}
+		var v string
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("fields: %q: want a string", k)
+		}
+		*fs = append(*fs, portkind.Field{Key: k.(string), Value: v})
+	}
+	_, err := dec.Token() // the closing brace
+	return err
 }
 
 // Route is one route in GET /v1/routes.
@@ -72,15 +174,49 @@ func portOf(pv vswitch.PortView, st engine.Stats) Port {
 	// A kernel device that the switch created, and removes at exit.
 	c, ok := pv.Port.(interface{ Created() bool })
 	created := ok && c.Created()
-	p := Port{Name: info.Name, Spec: pv.Spec.String(), Info: info.String(), Created: created, Origin: pv.Spec.Origin.String(),
+	p := Port{Name: info.Name, Kind: pv.Spec.Kind, Spec: pv.Spec.String(), Origin: pv.Spec.Origin.String(), Info: info.String(), Queues: info.Queues,
+		Netns: pv.Spec.NetNS, Device: pv.Spec.Device(), Created: created, State: pv.State.Summary,
 		Allow: pv.Policy.Allow.String(), MACs: vswitch.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}
+	p.Options, p.StateDetail = fieldsOf(pv.Spec.KindOptions()), fieldsOf(pv.State.Fields)
 	for _, ps := range st.Ports {
 		if ps.Index == pv.Index {
 			p.Down, p.Error = ps.Down, ps.Err
 		}
 	}
 	return p
+}
+
+// port is GET /v1/ports/NAME: one port, as GET /v1/ports shows it.
+func (s *Server) port(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	pv, ok := s.portView(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, "no such port: "+name)
+		return
+	}
+	writeJSON(w, http.StatusOK, portOf(pv, s.sw.Engine().Stats()))
+}
+
+// Station is one entry of GET /v1/fdb.
+type Station struct {
+	MAC    string `json:"mac"`
+	Port   string `json:"port"`
+	Dst    string `json:"dst,omitempty"` // a port's own entry's destination: a vxlan remote
+	Static bool   `json:"static"`        // configured, not learned
+	// AgeSeconds is the time since the station was last seen, to within
+	// a second; 0 for a static one.
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
+// fdb is GET /v1/fdb: the stations the switch knows (vswitch.Switch.FDB).
+func (s *Server) fdb(w http.ResponseWriter, _ *http.Request) {
+	out := []Station{}
+	for _, e := range s.sw.FDB() {
+		out = append(out, Station{MAC: net.HardwareAddr(e.MAC[:]).String(), Port: e.Port, Dst: e.Dst, Static: e.Static,
+			AgeSeconds: e.Age.Seconds()})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) routes(w http.ResponseWriter, _ *http.Request) {

@@ -84,22 +84,7 @@ func matches(pattern, path string) bool {
 func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 	s := &Server{sw: sw, log: log, capturing: map[port.Port]bool{}}
 	s.stopping, s.endStreams = context.WithCancel(context.Background())
-	endpoints := []endpoint{
-		{"GET", "/v1/stats", s.stats},
-		{"GET", "/v1/ports", s.ports},
-		{"POST", "/v1/ports", s.addPort},
-		{"PATCH", "/v1/ports/{name}", s.changePort},
-		{"DELETE", "/v1/ports/{name}", s.removePort},
-		{"GET", "/v1/routes", s.routes},
-		{"POST", "/v1/routes", s.addRoute},
-		{"DELETE", "/v1/routes/{prefix...}", s.removeRoute},
-		{"GET", "/v1/services", s.services},
-		{"GET", "/v1/config", s.config},
-		{"GET", "/v1/version", s.version},
-		{"GET", "/v1/drops", s.drops},
-		{"GET", "/v1/capture", s.capture},
-		{"POST", "/v1/shutdown", s.shutdown},
-	}
+	endpoints := s.endpoints()
 	mux := http.NewServeMux()
 	for _, e := range endpoints {
 		mux.HandleFunc(e.method+" "+e.pattern, e.handle)
@@ -127,6 +112,29 @@ func NewServer(sw *vswitch.Switch, log *slog.Logger) *Server {
 		},
 	}
 	return s
+}
+
+// endpoints are the API's resources, each method of each path: those
+// docs/api.md describes.
+func (s *Server) endpoints() []endpoint {
+	return []endpoint{
+		{"GET", "/v1/stats", s.stats},
+		{"GET", "/v1/ports", s.ports},
+		{"POST", "/v1/ports", s.addPort},
+		{"GET", "/v1/ports/{name}", s.port},
+		{"PATCH", "/v1/ports/{name}", s.changePort},
+		{"DELETE", "/v1/ports/{name}", s.removePort},
+		{"GET", "/v1/fdb", s.fdb},
+		{"GET", "/v1/routes", s.routes},
+		{"POST", "/v1/routes", s.addRoute},
+		{"DELETE", "/v1/routes/{prefix...}", s.removeRoute},
+		{"GET", "/v1/services", s.services},
+		{"GET", "/v1/config", s.config},
+		{"GET", "/v1/version", s.version},
+		{"GET", "/v1/drops", s.drops},
+		{"GET", "/v1/capture", s.capture},
+		{"POST", "/v1/shutdown", s.shutdown},
+	}
 }
 
 // Serve answers requests on ln until Shutdown.

@@ -72,6 +72,44 @@ func TestAPIVhostUserPort(t *testing.T) {
 	if len(rep.Devices) != 1 || rep.Devices[0].VhostUser == nil || rep.Devices[0].VhostUser.Connected {
 		t.Errorf("stats' devices %+v", rep.Devices)
 	}
+	// The port waits for its VM, and says so: in port show, in the
+	// stats' text and in the metrics.
+	var shown Port
+	if err := ls.client.Get(ctx, "/v1/ports/vm1", &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.Kind != "vhost-user" || shown.State != "no front-end connected" || shown.StateDetail.Get("frontend") != "waiting" ||
+		shown.Options.Get("socket") != vsock || len(shown.Options) != 1 || shown.Device != "" || shown.Netns != "" || shown.Queues != 1 || shown.Down {
+		t.Errorf("port show vm1: %+v", shown)
+	}
+	var refusedShow *RefusedError
+	if err := ls.client.Get(ctx, "/v1/ports/vm9", &shown); !errors.As(err, &refusedShow) || refusedShow.Status != 404 || !strings.Contains(refusedShow.Message, "vm9") {
+		t.Errorf("port show of no such port: %v", err)
+	}
+	var stations []Station
+	if err := ls.client.Get(ctx, "/v1/fdb", &stations); err != nil || stations == nil || len(stations) != 0 {
+		t.Errorf("fdb of a bridge that learned nothing: %v, %v", stations, err)
+	}
+	var waiting vswitch.Report
+	if err := ls.client.Get(ctx, "/v1/stats", &waiting); err != nil {
+		t.Fatal(err)
+	}
+	var waitingText strings.Builder
+	if err := waiting.WriteText(&waitingText); err != nil || !strings.Contains(waitingText.String(), "vm1 (vhost-user): no front-end connected;") {
+		t.Errorf("the stats' text (%v) does not say the port waits:\n%s", err, waitingText.String())
+	}
+	rec0 := httptest.NewRecorder()
+	MetricsHandler(sw).ServeHTTP(rec0, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{`softnet_vhost_user_frontend_connected{port="vm1"} 0`, `softnet_vhost_user_queue_pairs_enabled{port="vm1"} 0`,
+		"# TYPE softnet_vhost_user_frontend_connected gauge"} {
+		if !strings.Contains(rec0.Body.String(), line+"\n") {
+			t.Errorf("metrics without %s", line)
+		}
+	}
+	if strings.Contains(rec0.Body.String(), "softnet_vhost_user_feature{") {
+		t.Error("features negotiated without a front-end")
+	}
+
 	// A front-end that sends a header of version 2: refused, and the
 	// refusal is in the stats, their text and the metrics.
 	fe, err := net.Dial("unix", vsock)

@@ -126,6 +126,11 @@ type OVSConfig struct {
 	OtherConfig map[string]string
 	// Timeout bounds each step of starting and each command (default 60s).
 	Timeout time.Duration
+	// NoDPDK runs the same ovs-vswitchd without initialising DPDK (no
+	// Huge, no MemMiB): a netdev bridge's ports are then the userspace
+	// datapath's own, as the afxdp netdev type (`type=afxdp`), which
+	// needs no hugepages.
+	NoDPDK bool
 }
 
 // OVS is a running ovsdb-server and ovs-vswitchd with DPDK initialised.
@@ -159,10 +164,10 @@ func StartOVS(ctx context.Context, cfg OVSConfig) (o *OVS, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Huge == nil || cfg.Huge.Dir == "" {
+	if !cfg.NoDPDK && (cfg.Huge == nil || cfg.Huge.Dir == "") {
 		return nil, errors.New("open vswitch: no hugetlbfs mount")
 	}
-	if cfg.MemMiB <= 0 {
+	if !cfg.NoDPDK && cfg.MemMiB <= 0 {
 		return nil, fmt.Errorf("open vswitch: memory %d MiB", cfg.MemMiB)
 	}
 	if cfg.Timeout <= 0 {
@@ -172,7 +177,10 @@ func StartOVS(ctx context.Context, cfg OVSConfig) (o *OVS, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open vswitch: %w", err)
 	}
-	o = &OVS{Dir: dir, Tools: tools, timeout: cfg.Timeout, prefix: newPrefix(), huge: cfg.Huge.Dir}
+	o = &OVS{Dir: dir, Tools: tools, timeout: cfg.Timeout, prefix: newPrefix()}
+	if cfg.Huge != nil {
+		o.huge = cfg.Huge.Dir
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(fmt.Errorf("open vswitch: %w", err), o.Stop(cfg.Timeout))
@@ -204,16 +212,22 @@ func StartOVS(ctx context.Context, cfg OVSConfig) (o *OVS, err error) {
 	}); err != nil {
 		return o, err
 	}
-	other := map[string]string{
-		"dpdk-init":         "true",
-		"dpdk-extra":        fmt.Sprintf("--file-prefix=%s --huge-dir=%s --no-pci", o.prefix, cfg.Huge.Dir),
-		"dpdk-socket-mem":   strconv.Itoa(cfg.MemMiB),
-		"dpdk-socket-limit": strconv.Itoa(cfg.MemMiB),
+	other := map[string]string{}
+	if !cfg.NoDPDK {
+		other = map[string]string{
+			"dpdk-init":         "true",
+			"dpdk-extra":        fmt.Sprintf("--file-prefix=%s --huge-dir=%s --no-pci", o.prefix, cfg.Huge.Dir),
+			"dpdk-socket-mem":   strconv.Itoa(cfg.MemMiB),
+			"dpdk-socket-limit": strconv.Itoa(cfg.MemMiB),
+		}
 	}
 	for k, v := range cfg.OtherConfig {
 		other[k] = v
 	}
-	set := []string{"--no-wait", "--", "init", "--", "set", "Open_vSwitch", "."}
+	set := []string{"--no-wait", "--", "init"}
+	if len(other) > 0 {
+		set = append(set, "--", "set", "Open_vSwitch", ".")
+	}
 	keys := make([]string, 0, len(other))
 	for k := range other {
 		keys = append(keys, k)
@@ -232,6 +246,15 @@ func StartOVS(ctx context.Context, cfg OVSConfig) (o *OVS, err error) {
 	vswitchd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
 	if o.vswitchd, err = o.start("ovs-vswitchd", vswitchd); err != nil {
 		return o, err
+	}
+	if cfg.NoDPDK {
+		if err := o.waitFor(ctx, o.vswitchd, "its control socket", func() (bool, error) {
+			_, err := o.Appctl(ctx, "version")
+			return err == nil, nil
+		}); err != nil {
+			return o, err
+		}
+		return o, nil
 	}
 	if err := o.waitFor(ctx, o.vswitchd, "DPDK initialised", func() (bool, error) {
 		out, err := o.Vsctl(ctx, "get", "Open_vSwitch", ".", "dpdk_initialized")

@@ -36,6 +36,9 @@ func (builtinGen) name() string { return "built-in generator" }
 
 func (builtinGen) start(ctx context.Context, p *guestPair, t transfer) (flow, error) {
 	dst := netip.AddrPortFrom(p.b.addr(t.ipv6), transferPort)
+	if t.reverse || t.omit > 0 {
+		return nil, fmt.Errorf("the built-in generator sends from a to b only, and measures the whole transfer")
+	}
 	if t.tcp() {
 		return startTCP(p.a.ns, p.b.ns, dst, t.d, max(t.streams, 1))
 	}

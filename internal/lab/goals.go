@@ -37,6 +37,12 @@ func (r *Report) Goals() []Goal {
 	if r.Vhost != nil {
 		return r.Vhost.goals()
 	}
+	if r.Bandwidth != nil {
+		return r.Bandwidth.goals()
+	}
+	if r.AFXDP != nil {
+		return r.AFXDP.goals(r.Options.Modes)
+	}
 	ref := reference(r.Options)
 	var out []Goal
 	for _, m := range r.Options.Modes {

@@ -59,6 +59,12 @@ type iperf3Flow struct {
 // iperf3Args returns the client's arguments for transfer t to dst:port.
 func iperf3Args(t transfer, dst, port string) []string {
 	args := []string{"-c", dst, "-p", port, "-t", strconv.Itoa(int(t.d / time.Second)), "--json"}
+	if t.reverse {
+		args = append(args, "-R")
+	}
+	if t.omit > 0 {
+		args = append(args, "-O", strconv.Itoa(t.omit))
+	}
 	if t.tcp() {
 		if t.streams > 1 {
 			args = append(args, "-P", strconv.Itoa(t.streams))

@@ -17,7 +17,9 @@ func Experiment(m Mode) string { return "lab-" + string(m) }
 // "met"} line per goal. A --ports run has an experiment per figure
 // (lab-ports-reach, -rss, -idle-cpu, -add, -udp, -tcp); an --overlay
 // run one per kind and mode (lab-overlay-l2-udp); a --vhost run
-// lab-vhost-64 and lab-vhost-1500.
+// lab-vhost-64 and lab-vhost-1500; a --bandwidth run one per protocol
+// and direction (lab-bandwidth-tcp-pod-egress); an --afxdp run one per mode
+// (lab-afxdp-udp64) and lab-afxdp-idle.
 func WriteJSON(w io.Writer, r *Report) error {
 	if r.Ports != nil {
 		return bench.WriteJSON(w, portsReports(r))
@@ -27,6 +29,12 @@ func WriteJSON(w io.Writer, r *Report) error {
 	}
 	if r.Vhost != nil {
 		return bench.WriteJSON(w, vhostReports(r))
+	}
+	if r.Bandwidth != nil {
+		return bench.WriteJSON(w, bandwidthReports(r))
+	}
+	if r.AFXDP != nil {
+		return bench.WriteJSON(w, afxdpReports(r))
 	}
 	goals := r.Goals()
 	var reports []bench.Report

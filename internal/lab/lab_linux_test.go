@@ -879,3 +879,56 @@ func checkNoDPDKLeft(t *testing.T) {
 		t.Errorf("--vhost directories left: %v", left)
 	}
 }
+
+// TestLabAFXDP runs the AF_XDP measurement briefly: every configuration
+// has its figures (Open vSwitch's, or a skip naming the package), softnet's
+// afxdp ports their system calls and allocations per packet, the idle
+// switch of 100 ports its CPU, and nothing is left behind.
+func TestLabAFXDP(t *testing.T) {
+	requireLab(t)
+	netnstest.RequireTools(t, "ethtool")
+	bin := buildSoftnet(t)
+	rep, err := Run(context.Background(), Options{AFXDP: true, SoftnetBinary: bin, Duration: time.Second,
+		Traffic: TrafficIperf3, Progress: func(msg string) { t.Log(msg) }})
+	checkNothingLeft(t, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := rep.AFXDP
+	want := len(AFXDPConfigs)
+	if len(ar.Skipped) > 0 {
+		want--
+		if !strings.Contains(ar.Skipped[0], "openvswitch-switch-dpdk") {
+			t.Errorf("skipped without naming the package: %v", ar.Skipped)
+		}
+	}
+	if len(ar.Configs) != want {
+		t.Fatalf("%d configurations measured, want %d: %+v", len(ar.Configs), want, ar.Configs)
+	}
+	for _, cfg := range ar.Configs {
+		name := cfg.Variant.Name
+		softnet := name == AFXDPSoftnet || name == AFXDPTAP
+		if leak := cfg.Leak; softnet && leak != "ok" || !softnet && leak != "" {
+			t.Errorf("%s: leak check %q", name, leak)
+		}
+		for _, m := range AFXDPModes {
+			res := cfg.result(m)
+			if res == nil || !(res.Gbps > 0) || !(res.PPS > 0) || !(res.Ratio > 0) || res.RatioTo != AFXDPBridge {
+				t.Errorf("%s %s: no figure: %+v", name, m, res)
+				continue
+			}
+			costs := res.SyscallsPerPacket != nil && res.AllocsPerPacket != nil
+			if costs != (name == AFXDPSoftnet) {
+				t.Errorf("%s %s: system calls %v, allocations %v per packet: want them for %s only", name, m, res.SyscallsPerPacket, res.AllocsPerPacket, AFXDPSoftnet)
+			}
+		}
+	}
+	if ar.IdleCPUPct == nil || ar.IdlePorts != AFXDPIdlePorts || ar.IdleLeak != "ok" {
+		t.Errorf("idle: %v%% with %d ports, leak check %q (%s)", ar.IdleCPUPct, ar.IdlePorts, ar.IdleLeak, ar.IdleError)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+}

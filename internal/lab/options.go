@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"softnet.dev/internal/vswitch"
+	"softnet.dev/program"
 	"softnet.dev/tun"
 )
 
@@ -185,6 +187,25 @@ type Options struct {
 	// vSwitch skipped when it is not installed).
 	Vhost         bool
 	VhostBackends []string
+	// Bandwidth, if set, runs the bandwidth measurement (bandwidth.go)
+	// instead of the variants: iperf3 TCP and UDP both ways through
+	// softnet's rate limits and the reference CNI bandwidth plugin's tc
+	// on a veth pair, at each of BandwidthRates (bits per second; default
+	// DefaultBandwidthRates). BandwidthPlugin is the plugin's executable;
+	// by default the run builds it from the Go module proxy.
+	// BandwidthBurst, if not zero, is each limit's burst as a time at its
+	// rate; zero is softnet's default burst (vswitch.DefaultBurst).
+	Bandwidth       bool
+	BandwidthRates  []uint64
+	BandwidthBurst  time.Duration
+	BandwidthPlugin string
+	// AFXDP, if set, runs the AF_XDP measurement (afxdp.go) instead of
+	// the variants: two guests' veths joined by softnet's afxdp ports,
+	// the kernel's bridge and Open vSwitch's afxdp netdev, and softnet's
+	// TAP path; then a switch of AFXDPIdlePorts idle afxdp ports.
+	// SoftnetBinary is the switch's executable, as for Overlay. Default
+	// modes: AFXDPModes.
+	AFXDP bool
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -205,6 +226,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.Modes) == 0 {
 		o.Modes = DefaultModes
+		if o.AFXDP {
+			o.Modes = AFXDPModes
+		}
 	}
 	if o.Traffic == "" {
 		o.Traffic = TrafficAuto
@@ -228,6 +252,9 @@ func (o Options) withDefaults() (Options, error) {
 		if o.PortsChurn == 0 {
 			o.PortsChurn = DefaultPortsChurn
 		}
+	}
+	if o.Bandwidth && len(o.BandwidthRates) == 0 {
+		o.BandwidthRates = DefaultBandwidthRates
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -277,10 +304,48 @@ func (o Options) validate() error {
 	if err := o.validateOverlay(); err != nil {
 		return err
 	}
+	if err := o.validateAFXDP(); err != nil {
+		return err
+	}
 	if err := o.validatePorts(); err != nil {
 		return err
 	}
+	if err := o.validateBandwidth(); err != nil {
+		return err
+	}
 	return o.validateVhost()
+}
+
+// bandwidthBurst is the burst of a limit at rate, in bits.
+func (o Options) bandwidthBurst(rate uint64) uint64 {
+	if o.BandwidthBurst == 0 {
+		return vswitch.DefaultBurst(rate)
+	}
+	return uint64(float64(rate) * o.BandwidthBurst.Seconds())
+}
+
+// validateBandwidth checks that a bandwidth run is asked for alone, at
+// rates softnet's ports take.
+func (o Options) validateBandwidth() error {
+	switch {
+	case !o.Bandwidth && (len(o.BandwidthRates) > 0 || o.BandwidthPlugin != "" || o.BandwidthBurst != 0):
+		return fmt.Errorf("bandwidth rates and plugin without a bandwidth run")
+	case !o.Bandwidth:
+		return nil
+	case o.Ports > 0 || len(o.Overlay) > 0 || o.Vhost || o.Ladder || o.AFXDP:
+		return fmt.Errorf("bandwidth is a run of its own: give it without ports, overlay, vhost, afxdp or ladder")
+	case o.Runs > 1:
+		return fmt.Errorf("runs %d: a bandwidth run measures each limit once", o.Runs)
+	}
+	if o.BandwidthBurst < 0 || o.BandwidthBurst > 10*time.Second {
+		return fmt.Errorf("bandwidth burst %v: want up to 10s of the rate", o.BandwidthBurst)
+	}
+	for _, r := range o.BandwidthRates {
+		if err := (program.Limit{Rate: r, Burst: o.bandwidthBurst(r)}).Valid(); err != nil {
+			return fmt.Errorf("bandwidth rate: %w", err)
+		}
+	}
+	return nil
 }
 
 // validateVhost checks that a vhost-user run is asked for alone: its
@@ -311,10 +376,36 @@ func (o Options) validateVhost() error {
 	return nil
 }
 
+// validateAFXDP checks that an AF_XDP run is asked for alone, with
+// modes that apply to it.
+func (o Options) validateAFXDP() error {
+	if !o.AFXDP {
+		return nil
+	}
+	switch {
+	case o.Ports > 0:
+		return fmt.Errorf("afxdp and ports are two different runs: give one")
+	case len(o.Overlay) > 0:
+		return fmt.Errorf("afxdp and overlay are two different runs: give one")
+	case o.Vhost:
+		return fmt.Errorf("afxdp and vhost are two different runs: give one")
+	case o.Ladder:
+		return fmt.Errorf("afxdp and ladder are two different runs: give one")
+	case o.TAP:
+		return fmt.Errorf("tap does not apply to afxdp: softnet's TAP path is one of its configurations")
+	}
+	for _, m := range o.Modes {
+		if m.kind() != kindUDP && m.kind() != kindTCP || m == UDPGSO {
+			return fmt.Errorf("mode %s does not apply to afxdp: want udp, udp64, tcp or tcp4", m)
+		}
+	}
+	return nil
+}
+
 // validateOverlay checks the options of the overlay measurement.
 func (o Options) validateOverlay() error {
 	if len(o.Overlay) == 0 {
-		if o.UnderlayIPv6 || o.SoftnetBinary != "" {
+		if o.UnderlayIPv6 || o.SoftnetBinary != "" && !o.AFXDP {
 			return fmt.Errorf("underlay-ipv6 and the softnet binary apply to the overlay measurement only (overlay)")
 		}
 		return nil

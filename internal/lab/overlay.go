@@ -445,7 +445,7 @@ func runOverlayConfig(ctx context.Context, o Options, gen generator, runID strin
 	}
 	u.push("netlink sockets", func() error { gc.close(); return nil })
 	for _, m := range o.Modes {
-		res, err := runOverlayMode(ctx, o, gen, pair, sws, gc, c.name, m)
+		res, err := runOverlayMode(ctx, o, gen, pair, switchedPath{sws: sws, count: vxlanCounts}, gc, c.name, m, overlayPayload(m, o))
 		if err != nil {
 			return vr, fmt.Errorf("%s: %w", m, err)
 		}
@@ -459,17 +459,35 @@ func runOverlayConfig(ctx context.Context, o Options, gen generator, runID strin
 type overlaySample struct {
 	at                   time.Time
 	cpu                  time.Duration // the switch processes' CPU time
-	packets, calls       uint64        // their vxlan ports' datagrams and system calls, both ways
+	packets, calls       uint64        // their measured ports' packets and system calls, both ways
 	mallocs, scrapeCosts uint64        // their heaps' allocations; what reading them allocates
 	ok                   bool
+}
+
+// switchedPath is what a configuration's switches are, as a transfer's
+// window reads them: softnet switch processes, whose count gives the
+// packets and system calls of the ports measured (their vxlan ports,
+// their afxdp ports), or other processes (Open vSwitch) of which only
+// the CPU time is read.
+type switchedPath struct {
+	sws   []*switchProc
+	count func(*switchProc) (packets, calls uint64, err error)
+	pids  []int
+}
+
+// vxlanCounts are a switch's vxlan port's datagrams and system calls.
+func vxlanCounts(sw *switchProc) (packets, calls uint64, err error) {
+	v, err := sw.vxlanStats()
+	return v.RxPackets + v.TxPackets, v.RxCalls + v.TxCalls, err
 }
 
 // sampleSwitches reads every switch; at the start of a window the
 // allocation counters are read last and at its end first, so that the
 // lab's API requests stay outside the window (but for one scrape, which
 // scrapeCosts estimates).
-func sampleSwitches(sws []*switchProc, start bool) overlaySample {
-	s := overlaySample{at: time.Now(), ok: len(sws) > 0}
+func sampleSwitches(path switchedPath, start bool) overlaySample {
+	sws := path.sws
+	s := overlaySample{at: time.Now(), ok: len(sws) > 0 || len(path.pids) > 0}
 	var errs []error
 	readMallocs := func() {
 		for _, sw := range sws {
@@ -486,10 +504,21 @@ func sampleSwitches(sws []*switchProc, start bool) overlaySample {
 		cpu, err := sw.cpu()
 		errs = append(errs, err)
 		s.cpu += cpu
-		v, err := sw.vxlanStats()
+		if path.count != nil {
+			packets, calls, err := path.count(sw)
+			errs = append(errs, err)
+			s.packets += packets
+			s.calls += calls
+		}
+	}
+	for _, pid := range path.pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err == nil {
+			var cpu time.Duration
+			cpu, err = parseStatCPU(b)
+			s.cpu += cpu
+		}
 		errs = append(errs, err)
-		s.packets += v.RxPackets + v.TxPackets
-		s.calls += v.RxCalls + v.TxCalls
 	}
 	if start {
 		readMallocs()
@@ -504,11 +533,13 @@ func sampleSwitches(sws []*switchProc, start bool) overlaySample {
 // it: the receiver's figures for every configuration, and for the
 // softnet hosts their switches' CPU time, system calls and allocations
 // per packet over the window.
-func runOverlayMode(ctx context.Context, o Options, gen generator, pair *guestPair, sws []*switchProc, gc *guestCounters, name string, m Mode) (Result, error) {
+func runOverlayMode(ctx context.Context, o Options, gen generator, pair *guestPair, sws switchedPath, gc *guestCounters, name string, m Mode, payload int) (Result, error) {
 	res := Result{Mode: m, Variant: name}
 	o.Progress(fmt.Sprintf("      %s: %s for %v", name, m, o.Duration))
 	t := newTransfer(m, o.Duration, o.IPv6)
-	t.payload = overlayPayload(m, o)
+	if payload > 0 {
+		t.payload = payload
+	}
 	g0 := gc.sample()
 	fl, err := gen.start(ctx, pair, t)
 	if err != nil {

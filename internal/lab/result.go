@@ -134,6 +134,8 @@ type Report struct {
 	Ports      *PortsResult     // the many-ports measurement (Options.Ports), instead of variants
 	Overlay    []*OverlayResult // the overlay measurement (Options.Overlay), instead of variants
 	Vhost      *VhostResult     // the vhost-user measurement (Options.Vhost), instead of variants
+	Bandwidth  *BandwidthResult // the bandwidth measurement (Options.Bandwidth), instead of variants
+	AFXDP      *AFXDPResult     // the AF_XDP measurement (Options.AFXDP), instead of variants
 	Namespaces []string         // every namespace the run created (all removed)
 }
 

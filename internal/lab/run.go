@@ -25,8 +25,9 @@ var ErrNotRoot = errors.New("softnet lab needs root (CAP_NET_ADMIN and CAP_SYS_A
 
 // Run measures every variant o asks for or, with o.Ports, many ports on
 // one switch (ports.go), with o.Overlay guests across two hosts
-// (overlay.go), or with o.Vhost vhost-user ports against DPDK
-// (vhost.go). The variants are measured o.Runs times, one after
+// (overlay.go), with o.Vhost vhost-user ports against DPDK
+// (vhost.go), or with o.AFXDP afxdp ports on veths against the kernel's
+// bridge and Open vSwitch (afxdp.go). The variants are measured o.Runs times, one after
 // another, each between two namespaces of its own that are removed before
 // the next begins. Each round measures every variant once, starting one
 // variant later than the round before. The report holds every variant
@@ -62,6 +63,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if len(o.Overlay) > 0 {
 		rep.Options = o
 		err := runOverlay(ctx, o, gen, rep)
+		if cerr := ctx.Err(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
+		}
+		return rep, err
+	}
+	if o.Bandwidth {
+		rep.Options = o
+		err := runBandwidth(ctx, o, rep)
+		if cerr := ctx.Err(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
+		}
+		return rep, err
+	}
+	if o.AFXDP {
+		rep.Options = o
+		err := runAFXDP(ctx, o, gen, rep)
 		if cerr := ctx.Err(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("lab interrupted: %w", cerr))
 		}

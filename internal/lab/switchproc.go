@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"softnet.dev/afxdp"
 	"softnet.dev/internal/netns"
 	"softnet.dev/vxlan"
 )
@@ -56,7 +57,7 @@ func startSwitchProc(ctx context.Context, bin, ns string, args []string) (_ *swi
 	}()
 	deadline := time.Now().Add(switchReady)
 	for {
-		_, err := sw.vxlanStats()
+		_, err := httpGet(func() (net.Conn, error) { return net.DialTimeout("unix", sw.socket, apiTimeout) }, "/v1/stats")
 		if err == nil {
 			return sw, nil
 		}
@@ -135,6 +136,35 @@ func (s *switchProc) vxlanStats() (vxlan.Stats, error) {
 		}
 	}
 	return vxlan.Stats{}, fmt.Errorf("%s: no vxlan port in /v1/stats", s.socket)
+}
+
+// afxdpCounts are the packets (both ways) and system calls of the
+// switch's afxdp ports, summed, from its API's statistics.
+func afxdpCounts(s *switchProc) (packets, calls uint64, err error) {
+	body, err := httpGet(func() (net.Conn, error) { return net.DialTimeout("unix", s.socket, apiTimeout) }, "/v1/stats")
+	if err != nil {
+		return 0, 0, err
+	}
+	var st struct {
+		Devices []struct {
+			AFXDP *afxdp.Stats `json:"afxdp"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return 0, 0, fmt.Errorf("%s: /v1/stats: %w", s.socket, err)
+	}
+	n := 0
+	for _, d := range st.Devices {
+		if d.AFXDP != nil {
+			n++
+			packets += d.AFXDP.RxPackets + d.AFXDP.TxPackets
+			calls += d.AFXDP.RxCalls + d.AFXDP.TxCalls
+		}
+	}
+	if n == 0 {
+		return 0, 0, fmt.Errorf("%s: no afxdp port in /v1/stats", s.socket)
+	}
+	return packets, calls, nil
 }
 
 // mallocs returns the switch's heap allocations so far, as its metrics

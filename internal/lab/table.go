@@ -50,6 +50,12 @@ func WriteTable(w io.Writer, r *Report) error {
 	if r.Vhost != nil {
 		return writeVhostTable(w, r)
 	}
+	if r.Bandwidth != nil {
+		return writeBandwidthTable(w, r)
+	}
+	if r.AFXDP != nil {
+		return writeAFXDPTable(w, r)
+	}
 	o := r.Options
 	ports := "TUN ports, L3 forwarder"
 	if o.TAP {

@@ -15,6 +15,8 @@ type transfer struct {
 	streams int     // TCP: parallel streams, 0 is 1
 	gso     bool    // UDP: send with UDP_SEGMENT, many datagrams per send
 	rcvbuf  int     // UDP: the receiver's socket buffer, 0 for the default
+	reverse bool    // b sends to a (iperf3 -R; iperf3 only)
+	omit    int     // seconds at the start left out of the figures (iperf3 -O; iperf3 only)
 }
 
 // tcp reports whether the transfer is TCP (tcp, tcp4, latency-tcp).

@@ -133,6 +133,25 @@ const maxConfigErrors = 20
 // reports every bad line (up to maxConfigErrors), each with the file and
 // line, and Validate's errors about a directive name its line too.
 func ParseConfig(name string, r io.Reader) (Config, error) {
+	return ParseConfigWith(name, r, nil)
+}
+
+// Settings are the directives of a configuration file beyond the
+// switch's own (Directives): the settings of the program that runs the
+// switch, as `softnet switch` takes each of its flags ("cpus 2,3" for
+// --cpus 2,3), so that a service's command line is one --config.
+type Settings struct {
+	// Names are the settings' directives, in the order an unknown
+	// directive's error lists them.
+	Names []string
+	// Set is given each setting's directive and its values (the rest of
+	// the line, in fields); its error is reported with the file and line.
+	Set func(name string, values []string) error
+}
+
+// ParseConfigWith is ParseConfig for a file that may also hold
+// settings (nil: none).
+func ParseConfigWith(name string, r io.Reader, settings *Settings) (Config, error) {
 	var cfg Config
 	var errs []error
 	sc := bufio.NewScanner(r)
@@ -143,7 +162,13 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 			continue
 		}
 		at := fmt.Sprintf("%s:%d", name, line)
-		if err := cfg.parseDirective(f, at); err != nil {
+		var err error
+		if settings != nil && slices.Contains(settings.Names, f[0]) {
+			err = settings.Set(f[0], f[1:])
+		} else {
+			err = cfg.parseDirective(f, at, settings)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", at, err))
 		}
 	}
@@ -153,7 +178,7 @@ func ParseConfig(name string, r io.Reader) (Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-func (cfg *Config) parseDirective(f []string, at string) error {
+func (cfg *Config) parseDirective(f []string, at string, settings *Settings) error {
 	if f[0] == "filter" {
 		r, err := program.ParseRule(strings.Join(f[1:], " "))
 		if err != nil {
@@ -164,7 +189,11 @@ func (cfg *Config) parseDirective(f []string, at string) error {
 	}
 	usage, known := directiveUsage(f[0])
 	if !known {
-		return fmt.Errorf("unknown directive %q (port, route, service, filter, workers)", f[0])
+		names := "port, route, service, filter, workers"
+		if settings != nil {
+			names += ", " + strings.Join(settings.Names, ", ")
+		}
+		return fmt.Errorf("unknown directive %q (%s)", f[0], names)
 	}
 	if len(f) != 2 {
 		return fmt.Errorf("%s: want one value (%s), got %d", f[0], usage, len(f)-1)

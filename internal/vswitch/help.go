@@ -40,7 +40,8 @@ const commonHelp = `  netns     a named network namespace (ip netns add NS) to p
             port (what its guest sends; the CNI bandwidth capability's
             egressRate): bits per second and bits, with k, M, G or T
             (100M); over it dropped as POLICE_INGRESS. Burst default:
-            20 ms of the rate, at least 64 KiB
+            250 ms of the rate (at least 64 KiB), which TCP needs to
+            hold its rate through a policer
   egress-rate, egress-burst  the same for what the switch sends to the
             port (what its guest receives; CNI's ingressRate):
             POLICE_EGRESS. Both change live (SIGHUP, ctl port set)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"time"
 
 	"softnet.dev/engine"
 	"softnet.dev/internal/vswitch/portkind"
@@ -179,7 +180,9 @@ func (sw *Switch) addPort(next Config, lp *livePort, pol program.PortPolicy, by 
 // removes them (the default again). Only what changes in place, as a
 // reload would change it (its rate limits; the kind's own options that
 // its kind takes live), is taken; anything else is ErrRestart: remove
-// the port and add it again. It returns the port's spec now.
+// the port and add it again. The change keeps the port's origin: a
+// reload sets a port the configuration made back to the file's options.
+// It returns the port's spec now.
 func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (PortSpec, error) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -469,6 +472,9 @@ type PortView struct {
 	Port   port.Port
 	Index  int                // the engine's, as in engine.PortStats
 	Policy program.PortPolicy // port security in force, defaults worked out
+	// State is the port's state as its kind says it (portkind.Stater):
+	// a vhost-user port's front-end; empty for a kind that says none.
+	State portkind.State
 }
 
 // Ports returns the switch's ports now, in configuration order.
@@ -479,6 +485,55 @@ func (sw *Switch) Ports() []PortView {
 	for i, lp := range sw.ports {
 		pol, _ := sw.chain.sec.Policy(lp.index)
 		out[i] = PortView{Spec: lp.spec, Port: lp.open.Port(), Index: lp.index, Policy: pol}
+		if st, ok := lp.open.(portkind.Stater); ok {
+			out[i].State = st.State()
+		}
+	}
+	return out
+}
+
+// Station is one entry of the switch's forwarding tables, as `bridge
+// fdb show` lists the kernel's: a station the bridge learned on a port,
+// or one of a port's own table (a vxlan port's, with the remote it is
+// behind).
+type Station struct {
+	MAC    [6]byte
+	Port   string
+	Dst    string        // a port's own entry's destination (portkind.Station)
+	Static bool          // configured, not learned
+	Age    time.Duration // since last seen, to within a second; 0 if static
+}
+
+// FDB returns the stations the switch knows: those the bridge learned
+// (none on a switch of routed ports), by MAC, then each port's own
+// (portkind.Stationer), by port and MAC. It reads the tables the workers
+// read, lock-free snapshots that no reader can hold up, and takes no
+// lock a worker takes (only the switch's own, which orders it with port
+// changes, so that an index names the port it was learned on): a
+// station learned, moved or aged while it reads may be shown as it was.
+func (sw *Switch) FDB() []Station {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	var learned []program.BridgeEntry
+	if sw.chain.bridge != nil {
+		learned = sw.chain.bridge.Table()
+	}
+	names := map[int]string{}
+	for _, lp := range sw.ports {
+		names[lp.index] = lp.spec.Name
+	}
+	var out []Station
+	for _, e := range learned {
+		if name, ok := names[e.Port]; ok {
+			out = append(out, Station{MAC: e.MAC, Port: name, Age: e.Age})
+		}
+	}
+	for _, lp := range sw.ports {
+		if st, ok := lp.open.(portkind.Stationer); ok {
+			for _, e := range st.Stations() {
+				out = append(out, Station{MAC: e.MAC, Port: lp.spec.Name, Dst: e.Dst, Static: e.Static, Age: e.Age})
+			}
+		}
 	}
 	return out
 }

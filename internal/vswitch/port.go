@@ -250,6 +250,30 @@ func (p PortSpec) String() string {
 	return b.String()
 }
 
+// Device is the name of the port's device in its namespace (dev=, or
+// the port's name) for a kind whose port is an interface: a guest's own
+// (portkind.Kind.GuestDevice) or one that is there (a kind that takes
+// dev=, afxdp); "" for one that has none (a socket, an overlay).
+func (p PortSpec) Device() string {
+	if k := kindOf(p.Kind); k == nil || (!k.GuestDevice && k.Takes&portkind.Dev == 0) {
+		return ""
+	}
+	if p.Dev != "" {
+		return p.Dev
+	}
+	return p.Name
+}
+
+// KindOptions are the options of the port's kind, as its spec writes
+// them (portkind.Options.Fields): those every port has are not among
+// them.
+func (p PortSpec) KindOptions() []portkind.Field {
+	if p.Options == nil {
+		return nil
+	}
+	return p.Options.Fields()
+}
+
 // Routed reports whether the port carries IP packets and is routed by
 // the L3 forwarder, rather than Ethernet frames that are bridged: its
 // kind says (portkind.Options.Layer).

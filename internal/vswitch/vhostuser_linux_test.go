@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"softnet.dev/internal/dpdk"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/internal/vswitch/portkind/vhostkind"
 	"softnet.dev/vhostuser"
 )
@@ -228,6 +230,9 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "vu1.sock")
 	sw, stop := vhostSwitch(t, g, "vu1", sock, "198.18.23.1")
 	vp := vhostPort(t, sw, "vu1")
+	if st := vhostPort(t, sw, "vu1").State; st.Summary != "no front-end connected" || len(st.Fields) != 1 || st.Fields[0] != (portkind.Field{Key: "frontend", Value: "waiting"}) {
+		t.Errorf("the state of a port no front-end connected to: %+v", st)
+	}
 	for run := range 2 {
 		// The second run is a front-end restarted while the switch
 		// runs: traffic resumes. It also negotiates no mergeable
@@ -245,6 +250,25 @@ func TestVhostUserTestpmdICMPEcho(t *testing.T) {
 		}
 		if s.RxPackets < 10*uint64(run+1) || s.TxPackets < 10*uint64(run+1) || s.BadChains != 0 || s.Connects != uint64(run+1) || s.RunningRings != 2 {
 			t.Errorf("run %d: vhost-user port stats %+v: want at least 10 packets each way per run, no bad chains, one connect per run", run, s)
+		}
+		// The port's state says the front-end is there, with what it
+		// negotiated; the switch's fdb has testpmd's MAC on the port.
+		st := vhostPort(t, sw, "vu1").State
+		want := []portkind.Field{{Key: "frontend", Value: "connected"}, {Key: "queue_pairs_enabled", Value: "1 of 1"},
+			{Key: "features", Value: strings.Join(vhostuser.FeatureNames(s.Features), " ")}, {Key: "feature_bits", Value: fmt.Sprintf("%#x", s.Features)}}
+		if st.Summary != "front-end connected, 1 of 1 queue pairs enabled" || !slices.Equal(st.Fields, want) ||
+			strings.Contains(want[2].Value, "mrg_rxbuf") != (run == 0) || !strings.Contains(want[2].Value, "version_1") {
+			t.Errorf("run %d: state %+v, want %+v", run, st, want)
+		}
+		onPort := map[string]int{}
+		for _, e := range sw.FDB() {
+			if e.Static || e.Dst != "" || e.Age < 0 || e.Age > time.Minute {
+				t.Errorf("run %d: fdb entry %+v: want a learned station of the bridge", run, e)
+			}
+			onPort[e.Port]++
+		}
+		if onPort["vu1"] != 1 || onPort[g.dev] != 1 || len(onPort) != 2 {
+			t.Errorf("run %d: fdb %+v: want testpmd's station on vu1 and the guest's on %s", run, sw.FDB(), g.dev)
 		}
 		pmd.stop(t)
 		waitFor(t, 30*time.Second, "disconnect of the front-end", func() bool { return !vp.VhostUser.Connected() })

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
+	"time"
 
 	"softnet.dev/buffer"
 	"softnet.dev/packet"
@@ -78,6 +79,8 @@ type Kind struct {
 type Metric struct {
 	Name, Help string
 	Labels     []string // after port
+	// Gauge: a value now (a state), not a counter that only grows.
+	Gauge bool
 }
 
 // Need is an option a spec must give, and the error of one without it.
@@ -291,4 +294,38 @@ type Counters interface {
 	// Collect gives the values of the kind's Metrics for the port, each
 	// with its labels after the port's.
 	Collect(add func(m *Metric, v uint64, labels ...string))
+}
+
+// Stater is an Opened whose port has a state of its own beyond up or
+// down, as a vhost-user port's front-end: `softnet ctl port show` and
+// GET /v1/ports show it.
+type Stater interface {
+	State() State
+}
+
+// State is a port's state as its kind says it.
+type State struct {
+	// Summary is the state in a few words, as a table of ports shows
+	// it: "no front-end connected".
+	Summary string
+	// Fields are its parts, each a key and a value, in the order the
+	// kind shows them (JSON: an object).
+	Fields []Field
+}
+
+// Stationer is an Opened whose port keeps a table of stations of its
+// own, as a vxlan port the remote behind each MAC: `softnet ctl fdb
+// show` lists them beside the bridge's.
+type Stationer interface {
+	Stations() []Station
+}
+
+// Station is one station of a port's own table.
+type Station struct {
+	MAC [6]byte
+	// Dst is where the port sends the station's frames, in the kind's
+	// words ("198.18.0.2": a vxlan remote), or "".
+	Dst    string
+	Static bool          // configured, not learned: it does not age
+	Age    time.Duration // since it was last seen; 0 for a static one
 }

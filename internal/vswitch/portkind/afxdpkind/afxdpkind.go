@@ -19,7 +19,7 @@ var Kind = portkind.Kind{
 	Name:     "afxdp",
 	Synopsis: "afxdp:NAME",
 	Keys:     []string{"mode", "zero-copy", "frame-size", "rx-ring", "tx-ring", "fill-ring", "completion-ring"},
-	Takes:    portkind.NetNS | portkind.Dev | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router,
+	Takes:    portkind.NetNS | portkind.Dev | portkind.Queues | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap devices, not to afxdp ports (AF_XDP frames carry no offloads)",
 	Help: `  afxdp:NAME[,mode=native|generic][,zero-copy=on|off][,frame-size=N]
        [,rx-ring=N][,tx-ring=N][,fill-ring=N][,completion-ring=N]
@@ -34,7 +34,8 @@ var Kind = portkind.Kind{
             (default: the MTU's; longer ones arrive in pieces), and
             the rings have 64 to 16384 entries (default 512). Its
             interface needs a receive queue per worker. It takes
-            netns, dev, queues, allow, mac, dhcp-server and router
+            netns, dev, queues, allow, mac, dhcp-server, router and
+            the rate limits
 `,
 	New:         func() portkind.Options { return &Options{} },
 	NewCounters: func() portkind.Counters { return &Counters{} },

@@ -7,6 +7,7 @@ package vhostkind
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/packet"
@@ -34,7 +35,7 @@ var Kind = portkind.Kind{
 `,
 	New:         func() portkind.Options { return &Options{} },
 	NewCounters: func() portkind.Counters { return &Counters{} },
-	Metrics:     []*portkind.Metric{mRefusals, mCalls, mPolls},
+	Metrics:     []*portkind.Metric{mRefusals, mCalls, mPolls, mConnected, mQueuePairs, mFeature},
 }
 
 // The metrics of a vhost-user port's own counters.
@@ -42,6 +43,10 @@ var (
 	mRefusals = &portkind.Metric{Name: "vhost_user_refusals_total", Help: "What a vhost-user port refused of its front-end (messages, descriptors, memory tables; a fault in guest memory under the control plane) and of its guest (descriptor chains, rings given up until restarted), by reason.", Labels: []string{"reason"}}
 	mCalls    = &portkind.Metric{Name: "vhost_user_calls_total", Help: "Notifications of a vhost-user port's guest: sent, or failed because its call eventfd was saturated.", Labels: []string{"result"}}
 	mPolls    = &portkind.Metric{Name: "vhost_user_polls_total", Help: "Wakeups of a sleeping worker for packets on a vhost-user ring that has no kick descriptor, which a timer polls."}
+	// The front-end's state: a port waits for its VM until one connects.
+	mConnected  = &portkind.Metric{Name: "vhost_user_frontend_connected", Help: "1 while a front-end (a VM's QEMU, DPDK's virtio-user) is connected to the vhost-user port, 0 while the port waits for one.", Gauge: true}
+	mQueuePairs = &portkind.Metric{Name: "vhost_user_queue_pairs_enabled", Help: "Queue pairs of the vhost-user port that its front-end started (both rings running).", Gauge: true}
+	mFeature    = &portkind.Metric{Name: "vhost_user_feature", Help: "1 for each virtio feature the vhost-user port's front-end negotiated, by name (bitN for one softnet does not name).", Labels: []string{"feature"}, Gauge: true}
 )
 
 // Options are a vhost-user port's own options.
@@ -127,6 +132,27 @@ func (v opened) Stats() portkind.Stats {
 	}}
 }
 
+// State is the front-end's: waiting for one, or connected with the
+// features it negotiated and the queue pairs it started.
+func (v opened) State() portkind.State {
+	return frontend(v.p.Stats(), v.p.Info().Queues)
+}
+
+// frontend is the state of a port of queues queue pairs whose counters
+// are s.
+func frontend(s vhostuser.Stats, queues int) portkind.State {
+	if !s.Connected {
+		return portkind.State{Summary: "no front-end connected", Fields: []portkind.Field{{Key: "frontend", Value: "waiting"}}}
+	}
+	pairs := fmt.Sprintf("%d of %d", s.RunningRings/2, queues)
+	return portkind.State{
+		Summary: "front-end connected, " + pairs + " queue pairs enabled",
+		Fields: []portkind.Field{{Key: "frontend", Value: "connected"}, {Key: "queue_pairs_enabled", Value: pairs},
+			{Key: "features", Value: strings.Join(vhostuser.FeatureNames(s.Features), " ")},
+			{Key: "feature_bits", Value: fmt.Sprintf("%#x", s.Features)}},
+	}
+}
+
 func (v opened) Change(portkind.Options) error {
 	return errors.New("a vhost-user port's options change only with a reopen")
 }
@@ -140,8 +166,12 @@ func (*Counters) Key() string { return "vhost_user" }
 func (*Counters) Summary(string) string { return "" }
 
 func (v *Counters) Offloads(port string) string {
-	return fmt.Sprintf("%s (vhost-user): segmented %d; %d front-ends connected, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications (%d failed), %d polls\n    refused of the front-end and guest: %s",
-		port, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls, v.CallsFailed, v.Polls, &v.Refusals)
+	st := "no front-end connected"
+	if v.Connected {
+		st = fmt.Sprintf("front-end connected (%d queue pairs running, features %s)", v.RunningRings/2, strings.Join(vhostuser.FeatureNames(v.Features), " "))
+	}
+	return fmt.Sprintf("%s (vhost-user): %s; segmented %d; %d connections so far, %d messages refused, %d bad descriptor chains, %d rings given up, %d guest notifications (%d failed), %d polls\n    refused of the front-end and guest: %s",
+		port, st, v.Segmented, v.Connects, v.Refused, v.BadChains, v.BrokenRings, v.Calls, v.CallsFailed, v.Polls, &v.Refusals)
 }
 
 // Collect gives the refusals by reason, the guest notifications sent
@@ -153,4 +183,13 @@ func (v *Counters) Collect(add func(m *portkind.Metric, n uint64, labels ...stri
 	add(mCalls, v.Calls, "sent")
 	add(mCalls, v.CallsFailed, "failed")
 	add(mPolls, v.Polls)
+	connected := uint64(0)
+	if v.Connected {
+		connected = 1
+	}
+	add(mConnected, connected)
+	add(mQueuePairs, uint64(v.RunningRings/2))
+	for _, f := range vhostuser.FeatureNames(v.Features) {
+		add(mFeature, 1, f)
+	}
 }

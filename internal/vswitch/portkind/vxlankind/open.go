@@ -59,6 +59,16 @@ func (v opened) SetRoutes(routes []portkind.Route) error {
 	return v.p.SetRoutes(vias)
 }
 
+// Stations are the stations behind the port's remotes, static and
+// learned.
+func (v opened) Stations() []portkind.Station {
+	var out []portkind.Station
+	for _, e := range v.p.Table() {
+		out = append(out, portkind.Station{MAC: e.MAC, Dst: e.Remote, Static: e.Static, Age: e.Age})
+	}
+	return out
+}
+
 // Counters are a vxlan port's own counters: datagrams, floods,
 // learned stations, system calls.
 type Counters struct{ vxlan.Stats }
