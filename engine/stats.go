@@ -64,7 +64,7 @@ type PortStats struct {
 	TxPackets uint64      `json:"tx_packets"`
 	TxBytes   uint64      `json:"tx_bytes"`
 	TxDropped uint64      `json:"tx_dropped"`
-	Drops     drop.Counts `json:"drops"` // packets received here and dropped by verdict
+	Drops     drop.Counts `json:"drops"` // packets received here and dropped by verdict, and those for here dropped by Config.Egress
 }
 
 // Stats are an engine's counters as of each worker's last publish (every

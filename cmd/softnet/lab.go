@@ -108,11 +108,14 @@ openvswitch-switch-dpdk; skipped with a message when it is not installed):
 a netdev bridge of two dpdkvhostuser ports, the NORMAL action, one PMD
 thread on CPU 0. Lab runs its own ovsdb-server and ovs-vswitchd, in a run
 directory and a network namespace of their own, and never touches a
-system Open vSwitch. --vhost-backends picks some of the three. It reports
+system Open vSwitch. --vhost-backends picks some of the three;
+--vhost-unpinned leaves softnet's worker to the scheduler. It reports
 Mpps, Gbit/s, each back-end's CPU time per packet (the process's and its
-forwarding thread's), Open vSwitch's flow-cache hits and cycles per
-packet, allocations per packet, the ports' drops, softnet's worker rounds
-and sleeps, and softnet's TUN path at 64 bytes in the same run. It takes
+forwarding thread's), where its forwarding thread and the front-end's ran
+(CPUs sampled every 10 ms, context switches), Open vSwitch's flow-cache
+hits and cycles per packet, allocations per packet, the ports' drops,
+softnet's worker rounds and sleeps, and softnet's TUN path at 64 bytes in
+the same run. It takes
 512 MiB of 2 MiB hugepages, and 256 MiB more for Open vSwitch
 (vm.nr_hugepages raised by as much, lowered after).
 
@@ -188,14 +191,14 @@ udp64 and tcp by default. Then it measures the idle CPU of a switch with
 				opts.BandwidthRates = append(opts.BandwidthRates, n)
 			}
 			if opts.Bandwidth {
-				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "modes", "ladder", "plot", "ipv6", "pdr-steps", "pdr-trial", "runs", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "afxdp", "traffic"} {
+				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "modes", "ladder", "plot", "ipv6", "pdr-steps", "pdr-trial", "runs", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "vhost-unpinned", "afxdp", "traffic"} {
 					if cmd.Flags().Changed(name) {
 						return usageError{fmt.Errorf("--%s does not apply to --bandwidth (its configurations and traffic are its own)", name)}
 					}
 				}
 			}
 			if opts.AFXDP {
-				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "ladder", "plot", "pdr-steps", "pdr-trial", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "bandwidth"} {
+				for _, name := range []string{"overlay", "overlay-mode", "underlay-ipv6", "ladder", "plot", "pdr-steps", "pdr-trial", "tap", "peers", "ports", "workers", "io", "idle", "churn", "vhost", "vhost-backends", "vhost-unpinned", "bandwidth"} {
 					if cmd.Flags().Changed(name) {
 						return usageError{fmt.Errorf("--%s does not apply to --afxdp (its configurations are its own)", name)}
 					}
@@ -284,6 +287,7 @@ udp64 and tcp by default. Then it measures the idle CPU of a switch with
 	f.BoolVar(&opts.AFXDP, "afxdp", false, "measure afxdp ports on two guests' veths against softnet's TAP path, the kernel's bridge and Open vSwitch's afxdp netdev, and a switch of 100 idle afxdp ports, instead of the variants")
 	f.BoolVar(&opts.Vhost, "vhost", false, "measure vhost-user ports with DPDK's testpmd against DPDK's own back-end and Open vSwitch with DPDK instead of the variants")
 	f.StringSliceVar(&opts.VhostBackends, "vhost-backends", nil, "--vhost: the back-ends to measure, of softnet, dpdk-vhost and ovs-dpdk (default all)")
+	f.BoolVar(&opts.VhostUnpinned, "vhost-unpinned", false, "--vhost: leave softnet's worker to the scheduler (softnet switch without --cpus) instead of pinning it to CPU 0")
 	f.BoolVar(&opts.Bandwidth, "bandwidth", false, "measure softnet's rate limits against the reference CNI bandwidth plugin's tc on a veth pair instead of the variants")
 	f.StringSliceVar(&bandwidthRates, "bandwidth-rates", nil, "--bandwidth: the rates, bits per second with k, M, G (default 10M,100M,1G)")
 	f.DurationVar(&opts.BandwidthBurst, "bandwidth-burst", 0, "--bandwidth: each limit's burst, as a time at its rate (default: softnet's default burst, 250 ms of the rate and at least 64 KiB)")

@@ -26,7 +26,7 @@ var (
 	mTxBytes   = metric("port_tx_bytes_total", "Bytes of the packets the port transmitted.", "port")
 	mTxDropped = metric("port_tx_dropped_total", "Packets offered to the port's transmit queues and not sent (their reasons are in softnet_drops_total).", "port")
 	mUp        = metric("port_up", "1 while the port forwards, 0 once it went down.", "port")
-	mDrops     = metric("drops_total", "Packets dropped, by the port they arrived on (verdicts and receive errors) or were sent to (transmit errors), and reason.", "port", "reason")
+	mDrops     = metric("drops_total", "Packets dropped, by the port they arrived on (verdicts and receive errors) or were sent to (transmit errors, POLICE_EGRESS), and reason.", "port", "reason")
 	mOffload   = metric("port_offload_total", "Offload work on the port: GSO packets received whole (gso_in) or written whole (gso_out), GSO packets segmented in software (segmented) and the segments written (segments), checksums finished in software (csum_finished), GSO packets built by GRO (coalesced) and the packets they carried (coalesced_segs).", "port", "kind")
 	mKernel    = metric("port_kernel_total", "The port's device as the kernel counts it since the switch opened it, guest side: packets the guest sent (tx_packets) and those its full queue dropped before softnet saw them (tx_dropped), packets delivered to the guest (rx_packets) and dropped there (rx_dropped), errors.", "port", "counter")
 	mPool      = metric("pool_buffers", "Packet buffers of the pool by state: in use, waiting on a remote-free list, or free.", "state")

@@ -187,6 +187,11 @@ type Options struct {
 	// vSwitch skipped when it is not installed).
 	Vhost         bool
 	VhostBackends []string
+	// VhostUnpinned leaves softnet's worker to the scheduler, as
+	// `softnet switch` without --cpus, instead of pinning it to the CPU
+	// the other back-ends' forwarding threads have: to see where it runs
+	// (VhostRun.Placement) and what that does to the rate.
+	VhostUnpinned bool
 	// Bandwidth, if set, runs the bandwidth measurement (bandwidth.go)
 	// instead of the variants: iperf3 TCP and UDP both ways through
 	// softnet's rate limits and the reference CNI bandwidth plugin's tc
@@ -362,6 +367,8 @@ func (o Options) validateVhost() error {
 	switch {
 	case !o.Vhost && len(o.VhostBackends) > 0:
 		return fmt.Errorf("vhost back-ends %s without a vhost run", strings.Join(o.VhostBackends, ","))
+	case !o.Vhost && o.VhostUnpinned:
+		return fmt.Errorf("vhost-unpinned without a vhost run")
 	case !o.Vhost:
 		return nil
 	case o.Ports > 0:

@@ -119,6 +119,9 @@ type VhostRun struct {
 	// PMD is what Open vSwitch's PMD thread counted over the window: its
 	// flow-cache hits and the TSC cycles it spent; ovs-dpdk only.
 	PMD *dpdk.PMDStats
+	// Placement is where the back-end's forwarding thread and the
+	// front-end's ran over the window (placement.go).
+	Placement *Placement
 }
 
 // VhostActivity is softnet's worker and vhost-user ports over a window.
@@ -289,6 +292,8 @@ type vhostBackend interface {
 	// thread returns its forwarding thread's CPU time: softnet's worker,
 	// Open vSwitch's PMD, testpmd's forwarding lcore.
 	thread() (time.Duration, error)
+	// forwarder is that thread, once ready.
+	forwarder() taskRef
 	// window opens the window of what the back-end counts itself; what it
 	// returns closes it and puts in r what was counted over it (softnet's
 	// worker rounds, Open vSwitch's PMD statistics).
@@ -367,15 +372,28 @@ func measureVhost(ctx context.Context, o Options, env vhostEnv, backend string, 
 	if err != nil {
 		return r, err
 	}
+	feTID, err := threadNamed(fe.Pid(), dpdkLcoreThreads...)
+	if err != nil {
+		return r, fmt.Errorf("front-end's forwarding lcore: %w", err)
+	}
+	placement, err := startPlacement([]taskRef{be.forwarder(), {role: "front-end", pid: fe.Pid(), tid: feTID}})
+	if err != nil {
+		return r, err
+	}
 	closeWindow, err := be.window(ctx)
 	if err != nil {
+		placement.finish()
 		return r, err
 	}
 	m0 := readMallocs()
 	if !sleepCtx(ctx, o.Duration) {
+		placement.finish()
 		return r, ctx.Err()
 	}
 	m1 := readMallocs()
+	if r.Placement, err = placement.finish(); err != nil {
+		return r, err
+	}
 	s1, t1, err := fe.Stats(ctx, 2)
 	if err != nil {
 		return r, err
@@ -462,7 +480,11 @@ func openSoftnetVhost(o Options, socks [2]string) (*softnetVhost, error) {
 		}
 		cfg.Ports = append(cfg.Ports, spec)
 	}
-	sp, err := openSoftnet(cfg, vhostSoftnetTuning, o.Log)
+	tuning := vhostSoftnetTuning
+	if o.VhostUnpinned {
+		tuning.CPUs = ""
+	}
+	sp, err := openSoftnet(cfg, tuning, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -508,6 +530,15 @@ func (s *softnetVhost) ports() []*vhostuser.Port {
 }
 
 func (s *softnetVhost) thread() (time.Duration, error) { return threadsCPU(s.sp.workerThreads()) }
+
+// forwarder is the switch's one worker.
+func (s *softnetVhost) forwarder() taskRef {
+	ref := taskRef{role: "back-end", pid: os.Getpid()}
+	if tids := s.sp.workerThreads(); len(tids) > 0 {
+		ref.tid = tids[0]
+	}
+	return ref
+}
 
 func (s *softnetVhost) window(context.Context) (func(*VhostRun) error, error) {
 	a0 := s.activity()
@@ -593,7 +624,7 @@ func (d *dpdkVhost) sockets() [2]string { return d.socks }
 // besides the main lcore, is EAL's worker thread (named rte-worker-N by
 // DPDK 22.11, dpdk-worker-N by later ones).
 func (d *dpdkVhost) ready(context.Context, *dpdk.Process) error {
-	tid, err := threadNamed(d.p.Pid(), "rte-worker", "dpdk-worker", "lcore-worker")
+	tid, err := threadNamed(d.p.Pid(), dpdkLcoreThreads...)
 	if err != nil {
 		return fmt.Errorf("back-end testpmd's forwarding lcore: %w", err)
 	}
@@ -604,6 +635,14 @@ func (d *dpdkVhost) ready(context.Context, *dpdk.Process) error {
 func (d *dpdkVhost) cpu() (time.Duration, error) { return otherProcessCPU(d.p.Pid()) }
 
 func (d *dpdkVhost) thread() (time.Duration, error) { return taskCPU(d.p.Pid(), d.lcore) }
+
+func (d *dpdkVhost) forwarder() taskRef {
+	return taskRef{role: "back-end", pid: d.p.Pid(), tid: d.lcore}
+}
+
+// dpdkLcoreThreads are how EAL names a forwarding lcore's thread:
+// rte-worker-N (DPDK 22.11), dpdk-worker-N or lcore-worker-N (later).
+var dpdkLcoreThreads = []string{"rte-worker", "dpdk-worker", "lcore-worker"}
 
 func (d *dpdkVhost) window(context.Context) (func(*VhostRun) error, error) {
 	return func(*VhostRun) error { return nil }, nil

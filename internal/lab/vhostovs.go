@@ -161,6 +161,10 @@ func (v *ovsVhost) cpu() (time.Duration, error) { return otherProcessCPU(v.ovs.P
 
 func (v *ovsVhost) thread() (time.Duration, error) { return taskCPU(v.ovs.Pid(), v.pmd) }
 
+func (v *ovsVhost) forwarder() taskRef {
+	return taskRef{role: "back-end", pid: v.ovs.Pid(), tid: v.pmd}
+}
+
 // window reads the PMD's statistics at both ends.
 func (v *ovsVhost) window(ctx context.Context) (func(*VhostRun) error, error) {
 	s0, err := v.pmdStats(ctx)

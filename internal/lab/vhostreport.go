@@ -113,6 +113,9 @@ func writeVhostTable(w io.Writer, r *Report) error {
 				run.Frame, p.Packets, fmtShare(p.EMCHits, p.Packets), fmtShare(p.MegaflowHits, p.Packets), p.Upcalls+p.FailedUpcalls,
 				fmtPerRound(p.ProcessingCycles, p.Packets), fmtShare(p.ProcessingCycles, p.ProcessingCycles+p.IdleCycles))
 		}
+		if p := run.Placement; p != nil {
+			fmt.Fprintf(w, "%s at %d B, where the forwarding threads ran: %s\n", run.Backend, run.Frame, fmtPlacement(p))
+		}
 		if run.Drops == nil {
 			continue
 		}
@@ -192,7 +195,7 @@ func vhostReports(r *Report) []bench.Report {
 				"worker_cpu_ns_per_packet": run.WorkerCPUPerPacketNS, "allocs_per_packet": run.AllocsPerPacket,
 				"frontend_rx_missed": run.FrontendMissed, "frontend_tx_errors": run.FrontendTxErrors,
 				"drops": run.Drops, "bad_chains": run.BadChains, "features": run.Features, "leak_check": nil,
-				"worker": run.Worker, "ovs_pmd": run.PMD, "ratio_to_" + VhostOVS: nilIfZero(v.ratio(run, VhostOVS)),
+				"worker": run.Worker, "ovs_pmd": run.PMD, "placement": run.Placement, "ratio_to_" + VhostOVS: nilIfZero(v.ratio(run, VhostOVS)),
 				"tun64_pps": v.TUN64PPS, "ratio_to": VhostDPDK,
 			}
 			if backend == VhostOVS {
