@@ -35,7 +35,7 @@ func TestBudgetBoundedPerWorker(t *testing.T) {
 	b := qs[0].budget
 	total := 0
 	for _, q := range qs {
-		q.target = DefaultRing
+		q.target = DefaultRxRing
 		a := b.allowance(q)
 		if a < b.floor {
 			t.Fatalf("a queue may lend %d, below its floor %d", a, b.floor)

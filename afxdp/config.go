@@ -57,12 +57,16 @@ func (z ZeroCopy) String() string {
 
 // Defaults of the zero fields of a Config.
 const (
-	// DefaultRing is the number of entries of each of a socket's four
-	// rings (receive, transmit, fill, completion).
-	DefaultRing = 512
-	minRing     = 64
-	maxRing     = 16384
-	maxQueues   = 256
+	// DefaultRing is the number of entries of a socket's transmit and
+	// completion rings; DefaultRxRing of its receive and fill rings,
+	// which must hold what a peer sends while the worker is away: a
+	// veth peer's TCP stream emptied fill rings of 512 on a loaded
+	// machine (NOMEM, and the sender retransmitted), not of 2048.
+	DefaultRing   = 512
+	DefaultRxRing = 2048
+	minRing       = 64
+	maxRing       = 16384
+	maxQueues     = 256
 	// ethOverhead is what a frame adds to the MTU: the Ethernet header
 	// and one 802.1Q tag.
 	ethOverhead = 18
@@ -95,7 +99,8 @@ type Config struct {
 	// arrive in pieces (multi-buffer XDP) and are joined into a buffer
 	// of a larger class.
 	FrameSize int
-	// Ring sizes, powers of two from 64 to 16384 (default DefaultRing).
+	// Ring sizes, powers of two from 64 to 16384 (default DefaultRxRing
+	// for receive and fill, DefaultRing for transmit and completion).
 	// The completion ring must hold the transmit ring.
 	RxRing, TxRing, FillRing, CompletionRing int
 	// PassUnclaimed hands frames that arrive on a queue without a socket
@@ -116,9 +121,14 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Dev == "" {
 		cfg.Dev = cfg.Name
 	}
-	for _, r := range []*int{&cfg.RxRing, &cfg.TxRing, &cfg.FillRing, &cfg.CompletionRing} {
+	for _, r := range []*int{&cfg.TxRing, &cfg.CompletionRing} {
 		if *r == 0 {
 			*r = DefaultRing
+		}
+	}
+	for _, r := range []*int{&cfg.RxRing, &cfg.FillRing} {
+		if *r == 0 {
+			*r = DefaultRxRing
 		}
 	}
 	if cfg.Log == nil {

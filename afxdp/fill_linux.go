@@ -11,8 +11,9 @@ import (
 // their floors, together: a queue that receives a lot grows its fill
 // level into this share, and memory lent to the kernel stays bounded per
 // worker whatever the number of ports (at most a quarter of the UMEM
-// class's buffers, as tun.RingBuffers).
-const FillBuffers = 512
+// class's buffers, as tun.RingBuffers). It lets one busy queue fill a
+// DefaultRxRing fill ring.
+const FillBuffers = 2048
 
 // A queue keeps at least its floor lent: an idle queue costs its floor
 // and nothing more, and a burst that arrives on it finds that many

@@ -15,7 +15,8 @@ import (
 
 // A vhost-user port bridged with a local port. The port listens on its
 // socket at once; a VM connects to it whenever it starts (QEMU's
-// -chardev socket,path=...,reconnect=1 with -netdev vhost-user), and
+// -chardev socket,path=...,reconnect-ms=1000 with -netdev vhost-user;
+// docs/qemu.md), and
 // again after it reboots.
 func Example() {
 	dir, _ := os.MkdirTemp("", "vhost-example")

@@ -4,16 +4,17 @@ package vhostuser
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"softnet.dev/buffer"
 	"softnet.dev/drop"
 	"softnet.dev/internal/counter"
+	"softnet.dev/internal/unixsock"
 	"softnet.dev/packet"
 	"softnet.dev/port"
 )
@@ -24,9 +25,9 @@ type Port struct {
 	cfg   Config
 	info  port.Info
 	log   *slog.Logger
-	ln    *net.UnixListener // nil in client mode
-	stop  chan struct{}     // closed by Close
-	rings []*vring          // 2 per queue pair: even toward the guest, odd from it
+	ln    *unixsock.Listener // nil in client mode
+	stop  chan struct{}      // closed by Close
+	rings []*vring           // 2 per queue pair: even toward the guest, odd from it
 	rxqs  []*rxQueue
 	txqs  []*txQueue
 	wg    sync.WaitGroup
@@ -96,20 +97,19 @@ func Listen(cfg Config) (*Port, error) {
 		go p.serve()
 		return p, nil
 	}
-	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		// A socket file that no one listens on was left by a switch
-		// that was killed: replace it. One that answers is in use.
-		if c, err := net.Dial("unix", cfg.Socket); err == nil {
-			c.Close()
-			p.closeQueues()
-			return nil, fmt.Errorf("vhost-user %s: socket %s: in use by another back-end", cfg.Name, cfg.Socket)
-		}
-		_ = os.Remove(cfg.Socket)
+	perm := unixsock.Perm{UID: -1, GID: -1, Mode: 0o600}
+	if cfg.Perm != nil {
+		perm = unixsock.Perm{UID: cfg.Perm.UID, GID: cfg.Perm.GID, Mode: cfg.Perm.mode()}
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+	// A socket file that no one listens on was left by a switch that
+	// was killed: it is replaced. One that answers is in use.
+	ln, err := unixsock.Listen(cfg.Socket, perm)
+	if errors.Is(err, unixsock.ErrInUse) {
+		err = errors.New("in use by another back-end")
+	}
 	if err != nil {
 		p.closeQueues()
-		return nil, fmt.Errorf("vhost-user %s: listen: %w", cfg.Name, err)
+		return nil, fmt.Errorf("vhost-user %s: socket %s: %w", cfg.Name, cfg.Socket, err)
 	}
 	p.ln = ln
 	p.wg.Add(1)

@@ -5,8 +5,11 @@ package vhostuser
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -738,5 +741,47 @@ func TestHeaderAcrossBuffers(t *testing.T) {
 	}
 	if !bytes.Equal(got[hdrMrg:], want) {
 		t.Errorf("frame % x, want % x", got[hdrMrg:], want)
+	}
+}
+
+// The socket has the mode and group Config.Perm gives (0660 by default
+// with a group, 0600 without), and a mode that would let anyone in, or
+// a Perm in client mode, is refused.
+func TestSocketPerm(t *testing.T) {
+	for _, tc := range []struct {
+		perm *SocketPerm
+		mode os.FileMode
+		gid  int
+	}{
+		{nil, 0o600, os.Getegid()},
+		{&SocketPerm{UID: -1, GID: os.Getegid()}, 0o660, os.Getegid()},
+		{&SocketPerm{UID: os.Geteuid(), GID: -1, Mode: 0o640}, 0o640, os.Getegid()},
+	} {
+		sock := filepath.Join(t.TempDir(), "vm.sock")
+		p, err := Listen(Config{Name: "perm", Socket: sock, Perm: tc.perm, Log: quiet})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.perm, err)
+		}
+		fi, err := os.Lstat(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != tc.mode || int(st.Gid) != tc.gid {
+			t.Errorf("%v: socket %v of group %d, want mode %v and group %d", tc.perm, fi.Mode(), st.Gid, tc.mode, tc.gid)
+		}
+		p.CloseInto(nil)
+		if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%v: socket left after close: %v", tc.perm, err)
+		}
+	}
+	for _, cfg := range []Config{
+		{Name: "x", Socket: "/a", Perm: &SocketPerm{UID: -1, GID: -1, Mode: 0o662}},
+		{Name: "x", Socket: "/a", Perm: &SocketPerm{UID: -1, GID: -1, Mode: os.ModeSetuid | 0o600}},
+		{Name: "x", Socket: "/a", Perm: &SocketPerm{UID: -2, GID: -1}},
+		{Name: "x", Socket: "/a", Client: true, Perm: &SocketPerm{UID: -1, GID: 0}},
+	} {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted it", cfg)
+		}
 	}
 }

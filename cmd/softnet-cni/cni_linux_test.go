@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -88,6 +89,7 @@ type node struct {
 	netDir  string
 	ipamDir string
 	conf    map[string]any // the plugin's configuration
+	cniArgs string         // CNI_ARGS for cnitool, as a runtime sets them
 	capArgs string         // cnitool's CAP_ARGS: the runtime's capability arguments
 
 	// switchConf is what the switch starts with, in the lines of
@@ -295,7 +297,7 @@ func (n *node) cnitool(cmd, netns, ifname string) (string, error) {
 }
 
 // cnitoolIn runs cnitool for network inside the namespace in (nil: the
-// test's own).
+// test's own), with CNI_ARGS n.cniArgs.
 func (n *node) cnitoolIn(in *netnstest.NS, network, cmd, netns, ifname string) (string, error) {
 	args := []string{filepath.Join(n.bin, "cnitool"), cmd, network, netns}
 	if in != nil {
@@ -303,6 +305,9 @@ func (n *node) cnitoolIn(in *netnstest.NS, network, cmd, netns, ifname string) (
 	}
 	c := exec.Command(args[0], args[1:]...)
 	c.Env = append(os.Environ(), "CNI_PATH="+n.bin, "NETCONFPATH="+n.netDir, "CNI_IFNAME="+ifname)
+	if n.cniArgs != "" {
+		c.Env = append(c.Env, "CNI_ARGS="+n.cniArgs)
+	}
 	if n.capArgs != "" {
 		c.Env = append(c.Env, "CAP_ARGS="+n.capArgs)
 	}
@@ -584,6 +589,30 @@ func TestLifecycle(t *testing.T) {
 
 // Spec versions 0.4.0 and 1.0.0 get results of their version; a TAP
 // switch bridges pods on one subnet.
+// A runtime's pod (CNI_ARGS) stays with the port: the API lists it and
+// softnet_port_info joins the port to it, with its namespace and device.
+func TestPodOfPort(t *testing.T) {
+	n := newNode(t, "tun", "198.18.7.0/24")
+	pod := netnstest.New(t)
+	id := strings.Repeat("9e", 32)
+	n.cniArgs = "IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-7f9c-x2;K8S_POD_INFRA_CONTAINER_ID=" + id + ";K8S_POD_UID=2b0a"
+	n.add(pod, "eth0")
+	p, ok := n.portOf(pod, "eth0")
+	if want := (vswitch.Pod{Namespace: "shop", Name: "web-7f9c-x2", InfraContainerID: id}); !ok || p.Pod == nil || *p.Pod != want {
+		t.Errorf("port %+v (found %v): want pod %+v", p, ok, want)
+	}
+	if n.sw != nil { // the switch in this process: scrape it
+		rec := httptest.NewRecorder()
+		control.MetricsHandler(n.sw).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		want := fmt.Sprintf(`softnet_port_info{dev="eth0",kind="tun",netns=%q,pod="web-7f9c-x2",pod_namespace="shop",port=%q} 1`, nsPath(pod), p.Name)
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("/metrics has no %s:\n%s", want, rec.Body.String())
+		}
+	}
+	n.mustRun("del", pod, "eth0")
+	n.wantEmpty()
+}
+
 func TestVersionsAndTAP(t *testing.T) {
 	netnstest.RequireTools(t, "ping")
 	n := newNode(t, "tap", "198.18.5.0/24")
@@ -847,6 +876,11 @@ func TestBadInput(t *testing.T) {
 		// Names Linux refuses that the CNI library lets through.
 		{"ifname with byte 0xa0", env("ADD", map[string]string{"CNI_IFNAME": "e\xa0"}), good, types.ErrInvalidEnvironmentVariables, "Linux refuses"},
 		{"ifname pattern", env("ADD", map[string]string{"CNI_IFNAME": "eth%d"}), good, types.ErrInvalidEnvironmentVariables, "patterns"},
+		// A pod's names become labels of the switch's metrics: one no
+		// runtime could have made is refused before anything is added.
+		{"pod name injecting a label", env("ADD", map[string]string{"CNI_ARGS": "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web\"} softnet_port_up{port=\"x"}), good, types.ErrInvalidEnvironmentVariables, "pod name"},
+		{"pod name with a newline", env("ADD", map[string]string{"CNI_ARGS": "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web\nsoftnet_port_up 1"}), good, types.ErrInvalidEnvironmentVariables, "pod name"},
+		{"pod without namespace", env("ADD", map[string]string{"CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAME=web"}), good, types.ErrInvalidEnvironmentVariables, "a namespace and a name"},
 		{"netns with an option", env("ADD", map[string]string{"CNI_NETNS": "/var/run/netns/x,router=on"}), good, types.ErrInvalidEnvironmentVariables, "without commas"},
 		{"incompatible version", env("ADD", nil), n.stdin("9.9.9", nil), types.ErrIncompatibleCNIVersion, "incompatible"},
 		{"GC before 1.1.0", env("GC", nil), n.stdin("1.0.0", nil), types.ErrIncompatibleCNIVersion, "GC"},

@@ -48,6 +48,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err := checkIfName(args.IfName); err != nil {
 		return err
 	}
+	pod, err := podOf(args.Args)
+	if err != nil {
+		return err
+	}
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
 		return err
@@ -90,7 +94,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 			}
 		}()
 	}
-	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName, conf.RuntimeConfig.Bandwidth.options()); err != nil {
+	if err := sw.addPort(ctx, conf.Mode, name, args.Netns, args.IfName, conf.RuntimeConfig.Bandwidth.options(), pod); err != nil {
 		return err
 	}
 	defer func() {

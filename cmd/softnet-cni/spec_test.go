@@ -41,7 +41,7 @@ func TestPortSpecs(t *testing.T) {
 		"tun": "tun:" + name + ",netns=/var/run/netns/cni-1234,dev=eth0",
 		"tap": "tap:" + name + ",netns=/var/run/netns/cni-1234,dev=eth0",
 	} {
-		if err := sw.addPort(context.Background(), mode, name, "/var/run/netns/cni-1234", "eth0", ""); err != nil {
+		if err := sw.addPort(context.Background(), mode, name, "/var/run/netns/cni-1234", "eth0", "", vswitch.Pod{}); err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
 		got := <-specs

@@ -31,8 +31,8 @@ func newSwitch(conf *netConf) *switchAPI {
 // addPort adds the attachment's port: a device named ifname in the
 // namespace at netnsPath, with the port options opts (",KEY=VALUE...");
 // in veth mode, the afxdp port on the host end of the pod's veth, named
-// as the port.
-func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname, opts string) error {
+// as the port; of pod (if a runtime named one).
+func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname, opts string, pod vswitch.Pod) error {
 	kind := mode
 	if mode == vethMode {
 		kind = vethKind
@@ -46,7 +46,11 @@ func (s *switchAPI) addPort(ctx context.Context, mode, name, netnsPath, ifname, 
 	}
 	spec := port.String()
 	var p control.Port
-	if err := s.client.Post(ctx, "/v1/ports", control.PortRequest{Spec: spec}, &p); err != nil {
+	req := control.PortRequest{Spec: spec}
+	if !pod.IsZero() {
+		req.Pod = &pod
+	}
+	if err := s.client.Post(ctx, "/v1/ports", req, &p); err != nil {
 		return s.fail("add port "+spec, err)
 	}
 	return nil

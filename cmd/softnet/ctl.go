@@ -306,9 +306,13 @@ again. The port is printed as port list prints it.`,
 
 func writePorts(w io.Writer, ports []control.Port) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "name\tstate\tspec\tdevice")
+	fmt.Fprintln(tw, "name\tstate\tspec\tdevice\tpod")
 	for _, p := range ports {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, portState(p), p.Spec, p.Info)
+		pod := "-"
+		if p.Pod != nil {
+			pod = p.Pod.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, portState(p), p.Spec, p.Info, pod)
 	}
 	return tw.Flush()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"softnet.dev/internal/control"
+	"softnet.dev/internal/unixsock"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/program"
 )
@@ -194,7 +195,7 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			if controlPath != "" {
 				gid := -1
 				if controlGroup != "" {
-					if gid, err = control.LookupGroup(controlGroup); err != nil {
+					if gid, err = unixsock.LookupGroup(controlGroup); err != nil {
 						return usageError{fmt.Errorf("--control-group: %w", err)}
 					}
 				}

@@ -20,6 +20,7 @@ import (
 
 	"softnet.dev/internal/control"
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/unixsock"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/packet"
 )
@@ -536,7 +537,7 @@ func TestSwitchControlGroup(t *testing.T) {
 	netnstest.RequireRoot(t) // giving the socket to a group one is not in needs CAP_CHOWN
 	name, gid := "", -1
 	for _, g := range []string{"nogroup", "daemon", "bin"} {
-		if id, err := control.LookupGroup(g); err == nil && id != os.Getegid() {
+		if id, err := unixsock.LookupGroup(g); err == nil && id != os.Getegid() {
 			name, gid = g, id
 			break
 		}

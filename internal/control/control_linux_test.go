@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 
 	"softnet.dev/drop"
@@ -281,31 +278,9 @@ func TestMetricsMatchTheReport(t *testing.T) {
 	netnstest.RequireTools(t, "ping")
 	ls := startLive(t)
 	ls.ping(t, 5)
-	h := MetricsHandler(ls.sw)
 	scrape := func() map[string]float64 {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(rec.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]float64{}
-		for name, f := range fams {
-			for _, m := range f.GetMetric() {
-				key := name
-				for _, l := range m.GetLabel() {
-					key += "," + l.GetName() + "=" + l.GetValue()
-				}
-				switch {
-				case m.Counter != nil:
-					out[key] = m.GetCounter().GetValue()
-				case m.Gauge != nil:
-					out[key] = m.GetGauge().GetValue()
-				}
-			}
-		}
-		return out
+		_, got := scrapeFamilies(t, ls.sw)
+		return got
 	}
 	got := scrape()
 	if !hasPrefix(got, "go_build_info") {

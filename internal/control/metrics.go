@@ -26,6 +26,7 @@ var (
 	mTxBytes   = metric("port_tx_bytes_total", "Bytes of the packets the port transmitted.", "port")
 	mTxDropped = metric("port_tx_dropped_total", "Packets offered to the port's transmit queues and not sent (their reasons are in softnet_drops_total).", "port")
 	mUp        = metric("port_up", "1 while the port forwards, 0 once it went down.", "port")
+	mInfo      = metric("port_info", "1 for each port, with its kind, its device's namespace and name (tun, tap, afxdp) and the Kubernetes pod whose network it is (softnet-cni's ports): join other port series to it on port.", "port", "kind", "netns", "dev", "pod_namespace", "pod")
 	mDrops     = metric("drops_total", "Packets dropped, by the port they arrived on (verdicts and receive errors) or were sent to (transmit errors, POLICE_EGRESS), and reason.", "port", "reason")
 	mOffload   = metric("port_offload_total", "Offload work on the port: GSO packets received whole (gso_in) or written whole (gso_out), GSO packets segmented in software (segmented) and the segments written (segments), checksums finished in software (csum_finished), GSO packets built by GRO (coalesced) and the packets they carried (coalesced_segs).", "port", "kind")
 	mKernel    = metric("port_kernel_total", "The port's device as the kernel counts it since the switch opened it, guest side: packets the guest sent (tx_packets) and those its full queue dropped before softnet saw them (tx_dropped), packets delivered to the guest (rx_packets) and dropped there (rx_dropped), errors.", "port", "counter")
@@ -55,7 +56,7 @@ var kindMetrics = func() map[*portkind.Metric]*prometheus.Desc {
 type collector struct{ sw *vswitch.Switch }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning, mBuild} {
+	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mInfo, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning, mBuild} {
 		ch <- d
 	}
 	for _, d := range kindMetrics {
@@ -72,6 +73,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, pv := range c.sw.Ports() {
+		s := pv.Spec
+		gauge(mInfo, 1, s.Name, s.Kind, s.NetNS, s.Device(), s.Pod.Namespace, s.Pod.Name)
 	}
 	devices := map[string]vswitch.DeviceStats{}
 	for _, d := range st.Devices {
@@ -163,10 +168,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// MetricsHandler serves sw's metrics, with the Go runtime's and the
-// build's, in the Prometheus exposition format.
+// MetricsHandler serves sw's metrics, with the process's (CPU time,
+// resident memory, open file descriptors, from /proc), the Go runtime's
+// and the build's, in the Prometheus exposition format.
 func MetricsHandler(sw *vswitch.Switch) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{sw}, collectors.NewGoCollector(), collectors.NewBuildInfoCollector())
+	reg.MustRegister(collector{sw}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector(), collectors.NewBuildInfoCollector())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

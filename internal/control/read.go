@@ -47,6 +47,8 @@ type Port struct {
 	MACs       string `json:"macs,omitempty"`
 	DHCPServer bool   `json:"dhcp_server"`
 	Router     bool   `json:"router"`
+	// Pod is the pod whose network the port is, if it was added for one.
+	Pod *vswitch.Pod `json:"pod,omitempty"`
 }
 
 // Fields are keys and values in the order a port's kind gives them,
@@ -179,6 +181,10 @@ func portOf(pv vswitch.PortView, st engine.Stats) Port {
 		Allow: pv.Policy.Allow.String(), MACs: vswitch.FormatMACs(pv.Policy.MACs), DHCPServer: pv.Policy.DHCPServer,
 		Router: pv.Policy.Router}
 	p.Options, p.StateDetail = fieldsOf(pv.Spec.KindOptions()), fieldsOf(pv.State.Fields)
+	if !pv.Spec.Pod.IsZero() {
+		pod := pv.Spec.Pod
+		p.Pod = &pod
+	}
 	for _, ps := range st.Ports {
 		if ps.Index == pv.Index {
 			p.Down, p.Error = ps.Down, ps.Err

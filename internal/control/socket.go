@@ -6,13 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
+	"softnet.dev/internal/unixsock"
 )
 
 // DefaultSocket is where `softnet switch` serves its API unless told
@@ -29,72 +27,19 @@ var ErrInUse = errors.New("in use by another running switch")
 // Listen creates the Unix socket at path, with mode 0660 and group gid
 // (-1: the process's), and its directory if missing. A socket file left
 // by a switch that died is replaced; one that a running process answers
-// on is not (ErrInUse).
-func Listen(path string, gid int) (*net.UnixListener, error) {
+// on is not (ErrInUse). Closing the listener removes the socket.
+func Listen(path string, gid int) (*unixsock.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("control socket %s: exists and is not a socket", path)
-		}
-		c, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
-			c.Close()
-			return nil, fmt.Errorf("control socket %s: %w", path, ErrInUse)
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("control socket %s: checking for another switch: %w", path, err)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("control socket %s: remove stale socket: %w", path, err)
-		}
+	ln, err := unixsock.Listen(path, unixsock.Perm{UID: -1, GID: gid, Mode: socketMode})
+	if errors.Is(err, unixsock.ErrInUse) {
+		err = ErrInUse
 	}
-	// The mode is set before anyone can connect: bind creates the file
-	// with the umask's permissions.
-	old := syscall.Umask(0o777 &^ socketMode)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	// The group before the mode that lets it in; until then only the
-	// process's group could connect.
-	if gid >= 0 {
-		if err := os.Chown(path, -1, gid); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("control socket %s: group %d: %w", path, gid, err)
-		}
-	}
-	if err := os.Chmod(path, socketMode); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
-	}
-	// Closing the listener removes the file.
-	ln.SetUnlinkOnClose(true)
 	return ln, nil
-}
-
-// LookupGroup returns the ID of the group named name, which may also be
-// a numeric ID.
-func LookupGroup(name string) (int, error) {
-	g, err := user.LookupGroup(name)
-	if errors.As(err, new(user.UnknownGroupError)) {
-		if _, nerr := strconv.Atoi(name); nerr == nil {
-			g, err = user.LookupGroupId(name)
-		}
-	}
-	if err != nil {
-		if errors.As(err, new(user.UnknownGroupError)) || errors.As(err, new(user.UnknownGroupIdError)) {
-			return -1, fmt.Errorf("group %q: no such group", name)
-		}
-		return -1, fmt.Errorf("group %q: %w", name, err)
-	}
-	gid, err := strconv.Atoi(g.Gid)
-	if err != nil {
-		return -1, fmt.Errorf("group %q: ID %q: %w", name, g.Gid, err)
-	}
-	return gid, nil
 }
 
 // Peer is the process at the other end of a control connection, as the

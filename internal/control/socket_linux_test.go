@@ -5,15 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/unixsock"
 )
 
 // logBuffer collects a logger's JSON lines; the switch's workers and the
@@ -107,7 +106,7 @@ func TestListenGroup(t *testing.T) {
 func otherGroup(t *testing.T) int {
 	t.Helper()
 	for _, name := range []string{"nogroup", "daemon", "bin", "sys"} {
-		if g, err := LookupGroup(name); err == nil && g != os.Getegid() {
+		if g, err := unixsock.LookupGroup(name); err == nil && g != os.Getegid() {
 			return g
 		}
 	}
@@ -116,21 +115,4 @@ func otherGroup(t *testing.T) int {
 		return 65533
 	}
 	return 65534
-}
-
-func TestLookupGroup(t *testing.T) {
-	own, err := user.LookupGroupId(strconv.Itoa(os.Getgid()))
-	if err != nil {
-		t.Skipf("the process's group %d has no name: %v", os.Getgid(), err)
-	}
-	for _, name := range []string{own.Name, own.Gid} {
-		if gid, err := LookupGroup(name); err != nil || gid != os.Getgid() {
-			t.Errorf("LookupGroup(%q) = %d, %v; want %d", name, gid, err, os.Getgid())
-		}
-	}
-	for _, name := range []string{"softnet-no-such-group", "4294967290", ""} {
-		if gid, err := LookupGroup(name); err == nil || !strings.Contains(err.Error(), "no such group") {
-			t.Errorf("LookupGroup(%q) = %d, %v; want no such group", name, gid, err)
-		}
-	}
 }

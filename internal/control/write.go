@@ -21,6 +21,9 @@ const maxBody = 64 << 10
 // PortRequest is the body of POST /v1/ports.
 type PortRequest struct {
 	Spec string `json:"spec"` // as --port takes it
+	// Pod is the pod whose network the port is (softnet-cni's), kept
+	// with the port and shown with it.
+	Pod *vswitch.Pod `json:"pod,omitempty"`
 }
 
 // decodeBody reads r's body, exactly one JSON value of at most maxBody
@@ -78,6 +81,9 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	if req.Pod != nil {
+		spec.Pod = *req.Pod
 	}
 	spec.Origin = vswitch.FromAPI // a reload never touches it
 	if err := s.sw.AddPort(spec, caller(r)); err != nil {

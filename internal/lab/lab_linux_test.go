@@ -622,6 +622,12 @@ func TestLabVhost(t *testing.T) {
 			r.WorkerCPUPerPacketNS == nil || !(*r.WorkerCPUPerPacketNS > 0) {
 			t.Errorf("%s at %d B: %+v", r.Backend, r.Frame, r)
 		}
+		// Every back-end's forwarding thread is pinned to the back-end's
+		// CPU, the front-end's lcore to its own, and the lab saw them there.
+		if p := r.Placement; p == nil || p.Samples == 0 || len(p.Threads) != 2 || p.Threads[0].Allowed != strconv.Itoa(vhostBackendCPU) ||
+			p.Threads[1].Allowed != strconv.Itoa(vhostFrontendCPU) || p.SameCPU != 0 {
+			t.Errorf("%s at %d B: placement %+v", r.Backend, r.Frame, p)
+		}
 		switch r.Backend {
 		case VhostSoftnet:
 			if r.AllocsPerPacket == nil || *r.AllocsPerPacket > 0.01 || r.Drops == nil || r.Worker == nil {

@@ -10,6 +10,12 @@
 // cannot pass by skipping. RerunWithout runs a test as on a machine
 // without some tools.
 //
+// Namespaces share some of the host: the ARP and neighbour-discovery
+// tables are one each for all of them. A test that needs hundreds of
+// neighbours takes LockHost, so that its twin in another go test process
+// waits, and NeighOverflows tells it whether the tables overflowed while
+// it ran.
+//
 // Traffic in these namespaces must use only the benchmarking and
 // documentation ranges 198.18.0.0/15 and 2001:db8::/32.
 package netnstest

@@ -47,6 +47,8 @@ var toolPackages = map[string]string{
 	"ethtool":            "ethtool",
 	"ip":                 "iproute2",
 	"iperf3":             "iperf3",
+	"ip6tables":          "iptables",
+	"iptables":           "iptables",
 	"ping":               "iputils-ping",
 	"qemu-system-x86_64": "qemu-system-x86",
 	"sockperf":           "sockperf",

@@ -295,6 +295,9 @@ func (cfg *Config) Validate() error {
 		if err := o.Check(p.Name, p.Common, max(p.Queues, cfg.Workers)); err != nil {
 			return in(p.at, fmt.Errorf("port %s: %w", p, err))
 		}
+		if err := p.Pod.Validate(); err != nil {
+			return in(p.at, fmt.Errorf("port %s: %w", p, err))
+		}
 	}
 	if routedPort != nil && bridgedPort != nil {
 		kinds := routedPort.Kind + " and " + bridgedPort.Kind

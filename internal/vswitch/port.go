@@ -26,6 +26,9 @@ type PortSpec struct {
 	// Options are the kind's own, as ParsePort sets them from the kind's
 	// defaults; a spec without is not valid.
 	Options portkind.Options
+	// Pod is the pod whose network the port is (the CNI plugin's), or
+	// none.
+	Pod Pod
 	// Origin says who made the port; not part of its spec's text.
 	Origin Origin
 	// Kept says that the port's device outlives the switch (a
@@ -285,6 +288,7 @@ type portJSON struct {
 	Kind    string                     `json:"kind"`
 	Name    string                     `json:"name"`
 	Options map[string]json.RawMessage `json:"options,omitempty"`
+	Pod     *Pod                       `json:"pod,omitempty"`
 }
 
 // MarshalJSON writes the port as its text form's kind, name and options.
@@ -317,6 +321,10 @@ func (p PortSpec) MarshalJSON() ([]byte, error) {
 			}
 		}
 		b.WriteByte('}')
+	}
+	if !p.Pod.IsZero() {
+		b.WriteString(`,"pod":`)
+		writeJSON(&b, p.Pod)
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
@@ -357,6 +365,12 @@ func (p *PortSpec) UnmarshalJSON(b []byte) error {
 	spec, err := newPort(j.Kind, j.Name, opts, nil)
 	if err != nil {
 		return fmt.Errorf("port %s:%s: %w", j.Kind, j.Name, err)
+	}
+	if j.Pod != nil {
+		if err := j.Pod.Validate(); err != nil {
+			return fmt.Errorf("port %s:%s: %w", j.Kind, j.Name, err)
+		}
+		spec.Pod = *j.Pod
 	}
 	*p = spec
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"softnet.dev/internal/netnstest"
+	"softnet.dev/internal/unixsock"
 )
 
 // A real Linux guest on a vhost-user port: QEMU under TCG (nested KVM
@@ -29,42 +31,35 @@ import (
 // tests load it.
 const qemuBoot = 3 * time.Minute
 
-// qemuConfig is one configuration of the test: a switch, a VM on it and
-// what they negotiate.
+// qemuConfig is one configuration of the test: a block of docs/qemu.md
+// (a switch and a VM on it) and what the test adds to it.
 type qemuConfig struct {
-	name    string
-	workers int    // the switch's, and the port's queue pairs
-	opts    string // the vhost-user port's further options
-	client  bool   // the switch connects to QEMU, which listens
-	mrg     bool   // the device offers VIRTIO_NET_F_MRG_RXBUF
+	name   string
+	page   string // the block of docs/qemu.md: its switch and QEMU lines
+	opts   string // further options of the vhost-user port
+	device string // further options of the virtio-net device
+	// What the page's block and these give: the switch's workers, the
+	// port's options, whether the switch connects to QEMU (mode=client),
+	// whether the device offers VIRTIO_NET_F_MRG_RXBUF.
+	workers int
+	client  bool
+	mrg     bool
 }
 
-// qemuArgs is the command line of a VM on the vhost-user port at sock,
-// as docs/design.md gives it: guest memory QEMU shares through a memfd,
-// the port's socket as a chardev (QEMU connects, and again if the switch
-// restarts; or it listens), a vhost-user netdev and its virtio-net
-// device. Its serial console is its standard input and output.
-func (c qemuConfig) qemuArgs(sock, kernel, initrd string) []string {
-	chardev := "socket,id=vu1,path=" + sock + ",reconnect=1"
-	if c.client {
-		chardev = "socket,id=vu1,path=" + sock + ",server=on,wait=off"
+// runQEMUVersion is the version of the qemu-system-x86_64 on PATH.
+func runQEMUVersion(t *testing.T) qemuVersion {
+	t.Helper()
+	out, err := exec.Command("qemu-system-x86_64", "--version").Output()
+	if err != nil {
+		t.Fatalf("qemu-system-x86_64 --version: %v", err)
 	}
-	netdev := "vhost-user,id=net1,chardev=vu1"
-	device := "virtio-net-pci,netdev=net1,mac=02:00:00:00:00:07,vectors=0"
-	if c.workers > 1 {
-		netdev += ",queues=" + strconv.Itoa(c.workers)
-		device += ",mq=on"
+	m := regexp.MustCompile(`version (\d+)\.(\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("qemu-system-x86_64 --version: no version in %q", out)
 	}
-	if !c.mrg {
-		device += ",mrg_rxbuf=off"
-	}
-	return []string{
-		"-machine", "q35,accel=tcg,memory-backend=mem", "-m", "256M", "-smp", "1",
-		"-object", "memory-backend-memfd,id=mem,size=256M,share=on",
-		"-chardev", chardev, "-netdev", netdev, "-device", device,
-		"-kernel", kernel, "-initrd", initrd, "-append", "console=ttyS0 quiet",
-		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none", "-serial", "stdio",
-	}
+	major, _ := strconv.Atoi(string(m[1]))
+	minor, _ := strconv.Atoi(string(m[2]))
+	return qemuVersion{major, minor}
 }
 
 // TestVhostUserQEMU boots a Linux guest on a vhost-user port bridged
@@ -88,19 +83,37 @@ func TestVhostUserQEMU(t *testing.T) {
 	kernel, modules := guestKernel(t)
 	initrd := buildInitramfs(t, t.TempDir(), modules)
 	for _, c := range []qemuConfig{
-		{name: "server_queues2_mergeable", workers: 2, mrg: true},
-		{name: "client_queues1_big_packets", workers: 1, opts: ",mode=client,offload=on", client: true},
+		{name: "server_queues2_mergeable", page: "server"},
+		{name: "client_queues1_big_packets", page: "client", opts: ",offload=on", device: ",mrg_rxbuf=off"},
 	} {
 		t.Run(c.name, func(t *testing.T) { testQEMU(t, c, kernel, initrd) })
 	}
 }
 
 func testQEMU(t *testing.T, c qemuConfig, kernel, initrd string) {
+	pc, err := parsePage(qemuPage, c.page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := pc.opts + c.opts
+	c.workers, c.client = pc.workers, strings.Contains(opts, ",mode=client")
+	c.mrg = !strings.Contains(c.device, "mrg_rxbuf=off")
+	if c.workers > 1 && pc.queues != c.workers {
+		t.Fatalf("docs/qemu.md's %s block: %d workers and %d queue pairs; the test wants as many of each", c.page, c.workers, pc.queues)
+	}
 	g := newGuests(t, 1)[0]
-	sock := filepath.Join(t.TempDir(), "vm1.sock")
-	sw, stop := vhostSwitchWorkers(t, g, "vm1", sock, hostAddr, c.workers, c.opts)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil { // as the page says: QEMU's user reaches the socket
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "vm1.sock")
+	sw, stop := vhostSwitchWorkers(t, g, "vm1", sock, hostAddr, c.workers, opts)
 	vp := vhostPort(t, sw, "vm1")
-	args := c.qemuArgs(sock, kernel, initrd)
+	checkSocketPerm(t, sock, opts)
+	args, err := pc.qemuPageArgs(sock, kernel, initrd, c.device, runQEMUVersion(t))
+	if err != nil {
+		t.Fatalf("docs/qemu.md's %s block: %v", c.page, err)
+	}
 	t.Logf("qemu-system-x86_64 %s", strings.Join(args, " "))
 
 	vm := startQEMU(t, args)
@@ -150,6 +163,40 @@ func testQEMU(t *testing.T, c qemuConfig, kernel, initrd string) {
 	if rep := stop(); rep == nil || rep.Leak != "ok" {
 		t.Errorf("switch report %+v: want the leak check balanced after the VM came and went", rep)
 	}
+}
+
+// checkSocketPerm checks that the port's socket has the group and mode
+// its options (the page's) give: socket-group= and 0660.
+func checkSocketPerm(t *testing.T, sock, opts string) {
+	t.Helper()
+	if portOpts(opts)["mode"] == "client" {
+		return // QEMU's socket, made when QEMU starts
+	}
+	fi, err := os.Lstat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if g, ok := portOpts(opts)["socket-group"]; ok {
+		gid, err := unixsock.LookupGroup(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(st.Gid) != gid || fi.Mode().Perm() != 0o660 {
+			t.Errorf("socket %v of group %d: want 0660 and group %s (%d)", fi.Mode(), st.Gid, g, gid)
+		}
+	}
+}
+
+// portOpts are ",k=v,..." as a map.
+func portOpts(opts string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Split(strings.TrimPrefix(opts, ","), ",") {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // pingSizes are the ICMP payloads pinged: a 1500-byte IP packet, and

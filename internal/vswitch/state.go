@@ -29,6 +29,7 @@ type stateItem struct {
 	Spec   string `json:"spec"`
 	Origin Origin `json:"origin"`
 	Kept   bool   `json:"kept,omitempty"` // a port's: PortSpec.Kept
+	Pod    *Pod   `json:"pod,omitempty"`  // a port's, if it has one
 }
 
 // MarshalState returns cfg as a state file holds it: every port, route,
@@ -37,7 +38,12 @@ func (cfg Config) MarshalState() []byte {
 	s := stateJSON{Version: stateVersion, Workers: cfg.Workers,
 		Ports: []stateItem{}, Routes: []stateItem{}, Services: []string{}, Filters: []string{}}
 	for _, p := range cfg.Ports {
-		s.Ports = append(s.Ports, stateItem{p.String(), p.Origin, p.Kept})
+		it := stateItem{Spec: p.String(), Origin: p.Origin, Kept: p.Kept}
+		if !p.Pod.IsZero() {
+			pod := p.Pod
+			it.Pod = &pod
+		}
+		s.Ports = append(s.Ports, it)
 	}
 	for _, r := range cfg.Routes {
 		s.Routes = append(s.Routes, stateItem{Spec: r.String(), Origin: r.Origin})
@@ -78,6 +84,9 @@ func ParseState(name string, b []byte) (Config, error) {
 			continue
 		}
 		p.Origin, p.Kept = it.Origin, it.Kept
+		if it.Pod != nil {
+			p.Pod = *it.Pod // checked with the rest by Validate
+		}
 		cfg.Ports = append(cfg.Ports, p)
 	}
 	for i, it := range s.Routes {

@@ -13,19 +13,25 @@ import (
 )
 
 // A state reads back as the configuration it was written from, origins
-// included.
+// and pods included; a pod that is not a pod's name is refused.
 func TestStateRoundTrip(t *testing.T) {
 	cfg, err := ParseConfig("f", strings.NewReader("workers 2\nport tun:a,queues=2\nport tun:b,netns=x,allow=198.18.0.0/16\nroute 198.18.1.0/24=a\nroute 198.18.2.0/24=b\nservice udp-echo:198.18.0.1:7\nfilter deny proto=udp dport=53\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Ports[1].Origin, cfg.Routes[1].Origin = FromAPI, FromAPI
+	cfg.Ports[1].Pod = Pod{Namespace: "shop", Name: "web-0", InfraContainerID: "9e9e"}
 	got, err := ParseState("s", cfg.MarshalState())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Text() != cfg.Text() || got.Ports[0].Origin != FromConfig || got.Ports[1].Origin != FromAPI || got.Routes[1].Origin != FromAPI || got.Routes[0].Origin != FromConfig {
+	if got.Text() != cfg.Text() || got.Ports[0].Origin != FromConfig || got.Ports[1].Origin != FromAPI || got.Routes[1].Origin != FromAPI || got.Routes[0].Origin != FromConfig ||
+		!got.Ports[0].Pod.IsZero() || got.Ports[1].Pod != cfg.Ports[1].Pod {
 		t.Errorf("read back\n%s%v, want\n%s", got.Text(), got, cfg.Text())
+	}
+	bad := strings.Replace(string(cfg.MarshalState()), `"web-0"`, `"web\"}"`, 1)
+	if _, err := ParseState("s", []byte(bad)); err == nil || !strings.Contains(err.Error(), "pod name") {
+		t.Errorf("a state with a hostile pod name: %v", err)
 	}
 }
 

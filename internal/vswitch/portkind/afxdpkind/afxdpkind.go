@@ -32,7 +32,8 @@ var Kind = portkind.Kind{
             driver shares the frames (default: where it can; veth
             copies), frame-size= the longest frame one buffer holds
             (default: the MTU's; longer ones arrive in pieces), and
-            the rings have 64 to 16384 entries (default 512). Its
+            the rings have 64 to 16384 entries (default 2048 for rx
+            and fill, 512 for tx and completion). Its
             interface needs a receive queue per worker. It takes
             netns, dev, queues, allow, mac, dhcp-server, router and
             the rate limits
@@ -57,7 +58,7 @@ type Options struct {
 	ZeroCopy  afxdp.ZeroCopy
 	FrameSize int
 	// Rings are the receive, transmit, fill and completion rings'
-	// entries (0: afxdp.DefaultRing).
+	// entries (0: afxdp.DefaultRxRing, DefaultRing).
 	Rings [4]int
 }
 

@@ -7,8 +7,11 @@ package vhostkind
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"strconv"
 	"strings"
 
+	"softnet.dev/internal/unixsock"
 	"softnet.dev/internal/vswitch/portkind"
 	"softnet.dev/packet"
 	"softnet.dev/port"
@@ -20,7 +23,7 @@ import (
 var Kind = portkind.Kind{
 	Name:     "vhost-user",
 	Synopsis: "vhost-user:NAME,socket=PATH",
-	Keys:     []string{"socket", "mode"},
+	Keys:     []string{"socket", "mode", "socket-owner", "socket-group", "socket-mode"},
 	Needs:    []portkind.Need{{Key: "socket", Missing: "a vhost-user port needs socket=PATH"}},
 	Takes:    portkind.Queues | portkind.Offload | portkind.Allow | portkind.MAC | portkind.DHCPServer | portkind.Router | portkind.Limits,
 	NotTaken: "%s= applies to tun and tap devices, not to vhost-user ports",
@@ -30,8 +33,13 @@ var Kind = portkind.Kind{
             connects to the socket the switch listens on at PATH, and
             may reconnect (a VM that reboots); with mode=client the
             switch connects to the front-end's socket, and again
-            whenever the front-end listens again. It takes queues,
-            offload, allow, mac, dhcp-server and router
+            whenever the front-end listens again. socket-owner=USER,
+            socket-group=GROUP (names or IDs) and socket-mode=OCTAL
+            (default 0660 with a group, else 0600; never writable by
+            others) say who may connect: QEMU run by libvirt as its
+            own user needs socket-owner=libvirt-qemu (Debian) or qemu,
+            or its group. It takes queues, offload, allow, mac,
+            dhcp-server and router
 `,
 	New:         func() portkind.Options { return &Options{} },
 	NewCounters: func() portkind.Counters { return &Counters{} },
@@ -55,9 +63,13 @@ type Options struct {
 	// Client: the port connects to the front-end's socket (mode=client)
 	// instead of listening on it (mode=server, the default).
 	Client bool
+	// Owner, Group and Mode are socket-owner=, socket-group= and
+	// socket-mode= as given ("": not given), with the IDs they name.
+	Owner, Group, Mode string
+	perm               vhostuser.SocketPerm
 }
 
-// Set parses socket= and mode=.
+// Set parses socket=, mode= and the socket's owner, group and mode.
 func (o *Options) Set(k, v string) (bool, error) {
 	switch k {
 	case "socket":
@@ -67,24 +79,59 @@ func (o *Options) Set(k, v string) (bool, error) {
 			return true, fmt.Errorf("mode %q: want server or client", v)
 		}
 		o.Client = v == "client"
+	case "socket-owner":
+		uid, err := unixsock.LookupUser(v)
+		if err != nil {
+			return true, fmt.Errorf("socket-owner: %w", err)
+		}
+		o.Owner, o.perm.UID = v, uid
+	case "socket-group":
+		gid, err := unixsock.LookupGroup(v)
+		if err != nil {
+			return true, fmt.Errorf("socket-group: %w", err)
+		}
+		o.Group, o.perm.GID = v, gid
+	case "socket-mode":
+		m, err := strconv.ParseUint(v, 8, 32)
+		if err != nil || m == 0 || m > 0o777 {
+			return true, fmt.Errorf("socket-mode %q: want permission bits in octal, such as 0660", v)
+		}
+		o.Mode, o.perm.Mode = v, fs.FileMode(m)
 	default:
 		return false, nil
 	}
 	return true, nil
 }
 
-// Fields are socket=, and mode=client for a client.
+// Fields are socket=, mode=client for a client, and the socket's owner,
+// group and mode as given.
 func (o *Options) Fields() []portkind.Field {
 	out := []portkind.Field{{Key: "socket", Value: o.Socket}}
 	if o.Client {
 		out = append(out, portkind.Field{Key: "mode", Value: "client"})
+	}
+	for _, f := range []portkind.Field{{Key: "socket-owner", Value: o.Owner}, {Key: "socket-group", Value: o.Group}, {Key: "socket-mode", Value: o.Mode}} {
+		if f.Value != "" {
+			out = append(out, f)
+		}
 	}
 	return out
 }
 
 // Config is the port name with c and q queue pairs.
 func (o *Options) Config(name string, c portkind.Common, q int) vhostuser.Config {
-	return vhostuser.Config{Name: name, Socket: o.Socket, Client: o.Client, Queues: q, Offload: c.Offload}
+	cfg := vhostuser.Config{Name: name, Socket: o.Socket, Client: o.Client, Queues: q, Offload: c.Offload}
+	if o.Owner != "" || o.Group != "" || o.Mode != "" {
+		perm := o.perm
+		if o.Owner == "" {
+			perm.UID = -1
+		}
+		if o.Group == "" {
+			perm.GID = -1
+		}
+		cfg.Perm = &perm
+	}
+	return cfg
 }
 
 // Check checks the port as vhostuser.Config.Validate does.
