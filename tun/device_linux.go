@@ -22,6 +22,10 @@ import (
 // disappear.
 const goneTimeout = 2 * time.Second
 
+// adoptTimeout bounds how long Open waits for a device to adopt that
+// the program before still holds.
+const adoptTimeout = 5 * time.Second
+
 // errClosed is what queues of a closed device report, with port.ErrDown.
 var errClosed = errors.New("device closed")
 
@@ -148,6 +152,15 @@ func (d *Device) open(cfg Config) error {
 	}
 	for i := range cfg.Queues {
 		fd, err := openQueue(cfg.Name, flags)
+		if cfg.Adopt {
+			// A program that died holds its files until the kernel has
+			// torn down its io_uring, which it does after the process
+			// is gone: the device is busy for a moment.
+			for deadline := time.Now().Add(adoptTimeout); errors.Is(err, unix.EBUSY) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				fd, err = openQueue(cfg.Name, flags)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("attach queue %d: %w", i, err)
 		}

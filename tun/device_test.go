@@ -348,6 +348,24 @@ func TestKeepAdopt(t *testing.T) {
 			t.Fatalf("%d queues: the adopted device outlived Close:\n%s", q, out)
 		}
 	}
+	// A device still held by the program before (its files not yet
+	// released) is adopted once that one lets it go.
+	held, err := Open(Config{Name: name, NetNS: ns.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Keep(); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { time.Sleep(200 * time.Millisecond); released <- held.Close() }()
+	a, err := Open(Config{Name: name, NetNS: ns.Name, Adopt: true})
+	if err != nil {
+		t.Fatalf("adopting a device held for 200 ms: %v", err)
+	}
+	if err := errors.Join(<-released, a.Close()); err != nil {
+		t.Fatal(err)
+	}
 	// A persistent device outlives its program's death, not its Close.
 	d, err := Open(Config{Name: name, NetNS: ns.Name})
 	if err != nil {

@@ -112,6 +112,18 @@ func newSplit(mem *memTable, num uint32, a vringAddr, base uint16) (*split, stri
 	// does not hand back entries twice.
 	r.usedIdx = load16(r.used, 2)
 	r.usedFlags = load16(r.used, 0)
+	if r.usedIdx != base {
+		// A front-end that connects to a new back-end without knowing
+		// where the old one stopped gives a base that is not where the
+		// ring is: DPDK's virtio-user in server mode, reconnected to
+		// after a switch restart, says 0. Every entry up to the used
+		// index was handled; those after it are taken (again) from
+		// there: a packet from the guest may be sent twice, a buffer
+		// toward it is filled anew. DPDK's vhost library does the same
+		// (vhost_user_set_vring_addr); QEMU gives the used index as
+		// the base itself.
+		r.lastAvail, r.availSeen = r.usedIdx, r.usedIdx
+	}
 	r.segs = make([][]byte, 0, num)
 	r.heads = make([]uint16, num)
 	r.lens = make([]uint32, num)

@@ -43,6 +43,7 @@ var (
 	buildErr  error
 
 	compare = flag.Bool("cni.compare", false, "TestNodeOf110Pods runs the switch as its own process, logs its RSS, and times the reference bridge plugin on the same pods")
+	restart = flag.Bool("cni.restart", false, "TestNodeOf110Pods runs the switch as its own process with a state file, restarts it keeping the pods while each pings another every 10 ms, and logs each pod's forwarding gap")
 )
 
 func TestMain(m *testing.M) {
@@ -61,7 +62,10 @@ func binaries(t *testing.T) string {
 		}
 		pkgs := []string{"softnet.dev/cmd/softnet-cni", "github.com/containernetworking/cni/cnitool", "github.com/containernetworking/plugins/plugins/ipam/host-local"}
 		if *compare {
-			pkgs = append(pkgs, "softnet.dev/cmd/softnet", "github.com/containernetworking/plugins/plugins/main/bridge")
+			pkgs = append(pkgs, "github.com/containernetworking/plugins/plugins/main/bridge")
+		}
+		if *compare || *restart {
+			pkgs = append(pkgs, "softnet.dev/cmd/softnet")
 		}
 		cmd := exec.Command("go", append([]string{"build", "-o", binDir + "/"}, pkgs...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -198,13 +202,13 @@ func (n *node) start() {
 
 // startProcess replaces the in-process switch by `softnet switch` run
 // as a process of its own, whose memory can be told apart.
-func (n *node) startProcess() {
+func (n *node) startProcess(more ...string) {
 	t := n.t
 	t.Helper()
 	n.stop()
 	n.stopped = false
 	n.procOut = &bytes.Buffer{}
-	args := []string{"switch", "--control", n.socket}
+	args := append([]string{"switch", "--control", n.socket}, more...)
 	if n.switchConf != "" {
 		conf := filepath.Join(t.TempDir(), "switch.conf")
 		if err := os.WriteFile(conf, []byte(n.switchConf), 0o644); err != nil {
@@ -1014,7 +1018,11 @@ func nodeOf110Pods(t *testing.T, mode, subnet string) {
 	}
 	const pods, parallel = 110, 10
 	n := newNode(t, mode, subnet)
-	if *compare {
+	state := filepath.Join(t.TempDir(), "state.json")
+	switch {
+	case *restart:
+		n.startProcess("--state", state)
+	case *compare:
 		n.startProcess()
 	}
 	ns := make([]*netnstest.NS, pods)
@@ -1042,6 +1050,10 @@ func nodeOf110Pods(t *testing.T, mode, subnet string) {
 		// for the kernel's neighbour table.
 		reach(t, ns, addrs, func(from, to int) bool { return from == 0 || to == 0 })
 	} else {
+		reach(t, ns, addrs, func(from, to int) bool { return true })
+	}
+	if *restart && mode != "veth" {
+		restartKeepingPods(t, n, state, ns, addrs)
 		reach(t, ns, addrs, func(from, to int) bool { return true })
 	}
 	var rss, peak int
@@ -1256,4 +1268,62 @@ func TestBandwidthCapability(t *testing.T) {
 	n.capArgs = ""
 	n.mustRun("del", a, "eth0")
 	n.mustRun("del", b, "eth0")
+}
+
+// restartKeepingPods restarts the node's switch process (-cni.restart)
+// as a DaemonSet's rolling update does, softnet ctl shutdown
+// --keep-guests then a new switch on the same state, while each pod
+// pings the next every 10 ms. No pod is ADDed again. Every pod must be
+// answered after the restart; each pod's forwarding gap, the longest
+// time between two replies, is logged with its p50 and p99.
+func restartKeepingPods(t *testing.T, n *node, state string, ns []*netnstest.NS, addrs []net.IP) {
+	t.Helper()
+	const run = 6 * time.Second
+	outs := make([]string, len(ns))
+	var wg sync.WaitGroup
+	for i := range ns {
+		wg.Go(func() {
+			outs[i], _ = ns[i].ExecTimeout(run+5*time.Second, "ping", "-D", "-n", "-i", "0.01", "-W", "1", "-w", fmt.Sprint(int(run.Seconds())), addrs[(i+1)%len(ns)].String())
+		})
+	}
+	time.Sleep(time.Second)
+	began := time.Now()
+	if err := control.NewClient(n.socket).Post(context.Background(), "/v1/shutdown", control.ShutdownRequest{KeepGuests: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.proc.Wait(); err != nil || !strings.Contains(n.procOut.String(), "leak check: ok") {
+		t.Fatalf("the switch stopping to keep its pods: %v\n%s", err, n.procOut)
+	}
+	n.stopped = true
+	stopped := time.Since(began)
+	n.startProcess("--state", state)
+	ready := time.Since(began)
+	wg.Wait()
+	var gaps []time.Duration
+	lost := 0
+	for i, out := range outs {
+		var last, gap float64
+		answered := false
+		for _, line := range strings.Split(out, "\n") {
+			var at float64
+			if !strings.Contains(line, "bytes from") || !strings.HasPrefix(line, "[") {
+				continue
+			}
+			if _, err := fmt.Sscanf(line[1:], "%f]", &at); err != nil {
+				continue
+			}
+			if last != 0 {
+				gap = max(gap, at-last)
+			}
+			last = at
+			answered = answered || time.Unix(0, int64(at*1e9)).After(began.Add(ready))
+		}
+		if !answered {
+			lost++
+			t.Errorf("pod %d: no reply after the restart:\n%s", i, out)
+		}
+		gaps = append(gaps, time.Duration(gap*float64(time.Second)))
+	}
+	t.Logf("restart keeping %d pods (machine loaded): old switch gone in %v, new one answering in %v; pods lost %d; forwarding gap per pod (pings every 10 ms) p50 %v p99 %v max %v",
+		len(ns), stopped.Round(time.Millisecond), ready.Round(time.Millisecond), lost, percentile(gaps, 50), percentile(gaps, 99), slices.Max(gaps).Round(time.Millisecond))
 }

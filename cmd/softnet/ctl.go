@@ -151,6 +151,7 @@ members in).`,
 	version.Flags().BoolVar(&versionJSON, "json", false, "print JSON")
 
 	cmd.AddCommand(stats, config, version, newPortCmd(client), newRouteCmd(client), newFDBCmd(client), newDropsCmd(client), newCaptureCmd(client))
+	cmd.AddCommand(newShutdownCmd(client))
 	return cmd
 }
 
@@ -786,4 +787,28 @@ func routeBody(rt vswitch.RouteSpec) control.Route {
 		r.Via = rt.Via.String()
 	}
 	return r
+}
+
+func newShutdownCmd(client func() *control.Client) *cobra.Command {
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "shutdown [--keep-guests]",
+		Short: "Stop the switch; with --keep-guests, for a restart that keeps guests connected",
+		Long: `shutdown stops the switch, as SIGTERM does: it removes the devices it
+created. With --keep-guests it leaves the guests' TUN and TAP devices in
+place, with their addresses and routes, for the next switch started with
+the same --state to adopt (a restart or an upgrade); vhost-user guests
+reconnect to it, vxlan ports reopen. It needs a switch with a state file.
+ctl returns once the switch was asked to stop, not when it has stopped.`,
+		Example: `  softnet ctl shutdown --keep-guests && systemctl restart softnet`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := client().Post(cmd.Context(), "/v1/shutdown", control.ShutdownRequest{KeepGuests: keep}, nil); err != nil {
+				return ctlError(err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&keep, "keep-guests", false, "leave the guests' devices in place for the next switch")
+	return cmd
 }

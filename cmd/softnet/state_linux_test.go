@@ -266,3 +266,139 @@ func TestSwitchStateSurvivesKill(t *testing.T) {
 	}
 	t.Logf("seed %d: %d changes acknowledged; killed in flight %d times, the change saved %d times", seed, changes, inFlightKept+inFlightLost, inFlightKept)
 }
+
+// A switch asked to stop keeping its guests leaves their devices in
+// place, up, with the addresses and routes the guests gave them; the
+// next switch with the same state adopts them (the configuration's and
+// the API's) and the guests reach each other again without being
+// configured again. A kept device deleted while no switch ran is
+// reported and its port skipped. A plain stop then removes every device.
+func TestSwitchRestartKeepsGuests(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	netnstest.RequireRoot(t)
+	bin := buildSoftnet(t)
+	var ns [3]*netnstest.NS
+	for i := range ns {
+		ns[i] = netnstest.New(t)
+	}
+	dir := t.TempDir()
+	state, conf := filepath.Join(dir, "state.json"), filepath.Join(dir, "softnet.conf")
+	if err := os.WriteFile(conf, []byte("port tun:kg1,netns="+ns[0].Name+"\nroute 198.18.1.0/24=kg1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", conf, "--state", state}
+	sp := startSwitch(t, bin, args...)
+	if _, errOut, code := sp.ctl(t, "shutdown", "--keep-guests", "--socket", filepath.Join(dir, "none.sock")); code != exitNoSwitch {
+		t.Errorf("shutdown of no switch: exit %d, %s", code, errOut)
+	}
+	for i, n := range []string{"kg2", "kg3"} {
+		sp.mustCtl(t, "port", "add", "tun:"+n+",netns="+ns[i+1].Name)
+		sp.mustCtl(t, "route", "add", fmt.Sprintf("198.18.%d.0/24=%s", i+2, n))
+	}
+	for i, n := range []string{"kg1", "kg2", "kg3"} {
+		guest(t, ns[i], n, i+1)
+	}
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	// Pings every 10 ms across the restart, for the log.
+	pinged := make(chan string, 1)
+	go func() {
+		out, _ := ns[0].ExecTimeout(30*time.Second, "ping", "-c", "400", "-i", "0.01", "-W", "1", "198.18.2.1")
+		pinged <- out
+	}()
+	time.Sleep(300 * time.Millisecond)
+	sp.mustCtl(t, "shutdown", "--keep-guests")
+	select {
+	case <-sp.exited:
+		if sp.err != nil {
+			t.Fatalf("switch: %v\n%s", sp.err, sp.logText())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("switch still running 15 s after shutdown")
+	}
+	for i, n := range []string{"kg1", "kg2", "kg3"} {
+		out, err := ns[i].Exec("ip", "addr", "show", "dev", n)
+		if err != nil || !strings.Contains(out, fmt.Sprintf("198.18.%d.1/24", i+1)) || !strings.Contains(out, ",UP") {
+			t.Errorf("%s after a stop that keeps guests: %v\n%s", n, err, out)
+		}
+	}
+	mustExec(t, ns[2], "ip", "link", "del", "kg3")
+
+	sp = startSwitch(t, bin, args...)
+	rec, _ := sp.waitLog(t, 0, "the skipped port", func(r map[string]any) bool { return r["msg"] == "state file: port skipped; its routes too" })
+	if rec["port"] != "kg3" || !strings.Contains(rec["err"].(string), "its device went away") {
+		t.Errorf("skipped %v", rec)
+	}
+	adopted := 0
+	sp.mu.Lock()
+	for _, r := range sp.log {
+		if r["msg"] == "port" && r["adopted"] == true {
+			adopted++
+		}
+	}
+	sp.mu.Unlock()
+	if adopted != 2 {
+		t.Errorf("%d ports adopted their devices, want 2; log:\n%s", adopted, sp.logText())
+	}
+	// No guest is configured again.
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
+		t.Errorf("across the adopted devices: %v", err)
+	}
+	out := <-pinged
+	t.Logf("pings every 10 ms across the restart (machine loaded):\n%s", out[strings.LastIndex(strings.TrimRight(out, "\n"), "\n---"):])
+	if got := items(readState(t, state)); !slices.Equal(got, []string{"tun:kg1,netns=" + ns[0].Name + " config", "tun:kg2,netns=" + ns[1].Name + " api",
+		"198.18.1.0/24=kg1 config", "198.18.2.0/24=kg2 api"}) {
+		t.Errorf("state after the restart %q", got)
+	}
+	sp.stop(t)
+	for i, n := range []string{"kg1", "kg2"} {
+		if out, err := ns[i].Exec("ip", "link", "show", n); err == nil {
+			t.Errorf("%s outlived a plain stop:\n%s", n, out)
+		}
+	}
+	// A switch without a state file refuses to keep guests.
+	sp = startSwitch(t, bin, "--state", "", "--port", "tun:kg1,netns="+ns[0].Name, "--port", "tun:kg2,netns="+ns[1].Name)
+	if _, errOut, code := sp.ctl(t, "shutdown", "--keep-guests"); code != exitFailure || !strings.Contains(errOut, "needs a switch with a state file") {
+		t.Errorf("keep guests without a state: exit %d, %s", code, errOut)
+	}
+	sp.stop(t)
+}
+
+// A switch with a state file that dies (SIGKILL) leaves the devices it
+// created, which are persistent while it runs, configured; the next
+// switch adopts them and the guests talk again. Its plain stop then
+// removes them.
+func TestSwitchCrashKeepsGuests(t *testing.T) {
+	netnstest.RequireTools(t, "ping")
+	netnstest.RequireRoot(t)
+	bin := buildSoftnet(t)
+	var ns [2]*netnstest.NS
+	for i := range ns {
+		ns[i] = netnstest.New(t)
+	}
+	state := filepath.Join(t.TempDir(), "state.json")
+	sp := startSwitch(t, bin, "--state", state)
+	for i, n := range []string{"kc1", "kc2"} {
+		sp.mustCtl(t, "port", "add", "tun:"+n+",netns="+ns[i].Name)
+		sp.mustCtl(t, "route", "add", fmt.Sprintf("198.18.%d.0/24=%s", i+1, n))
+		guest(t, ns[i], n, i+1)
+	}
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-sp.exited
+	sp = startSwitch(t, bin, "--state", state)
+	if err := ping(t, ns[0], "198.18.2.1"); err != nil {
+		t.Errorf("after a crash, across the adopted devices: %v\n%s", err, sp.logText())
+	}
+	sp.stop(t)
+	for i, n := range []string{"kc1", "kc2"} {
+		if out, err := ns[i].Exec("ip", "link", "show", n); err == nil {
+			t.Errorf("%s outlived a plain stop:\n%s", n, out)
+		}
+	}
+}

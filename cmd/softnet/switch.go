@@ -224,15 +224,15 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			} else if stateReset {
 				return usageError{errors.New("--state-reset: there is no state file (--state \"\")")}
 			}
-			t := vswitch.Tuning{BusyPoll: busyPoll, CPUs: cpus}
+			t := vswitch.Tuning{BusyPoll: busyPoll, CPUs: cpus, Persist: st != nil}
 			if busyPoll == 0 {
 				t.BusyPoll = -1 // off, where Tuning's zero is the default
 			}
-			var api vswitch.Config // the ports and routes the API made, from the state
 			if st != nil {
-				if cfg, api, err = st.merge(cfg, log); err != nil {
+				if cfg, err = st.merge(cfg, log); err != nil {
 					return err
 				}
+				t.Restore = true
 			}
 			sw, err := vswitch.Open(cfg, t, log)
 			if err != nil {
@@ -243,15 +243,29 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 				return errors.Join(err, cerr)
 			}
 			if st != nil {
-				if err := st.restore(sw, api, log); err != nil {
+				if err := st.restored(sw, log); err != nil {
 					_, cerr := sw.Close()
 					return errors.Join(err, cerr)
 				}
 			}
-			servers := serve(sw, apiLn, metricsLn, log)
+			stopReq := make(chan bool, 1) // POST /v1/shutdown: keep guests?
+			stop := func(keep bool) error {
+				if keep && st == nil {
+					return errors.New("--keep-guests needs a switch with a state file (--state): the next switch finds the devices to adopt there")
+				}
+				select {
+				case stopReq <- keep:
+				default: // asked already
+				}
+				return nil
+			}
+			servers := serve(sw, apiLn, metricsLn, stop, log)
+			keep := false
 			for running := true; running; {
 				select {
 				case <-cmd.Context().Done():
+					running = false
+				case keep = <-stopReq:
 					running = false
 				case <-hup:
 					reload(sw, configFile, load, log)
@@ -259,6 +273,9 @@ exits non-zero if buffers leaked. Needs root (CAP_NET_ADMIN).`,
 			}
 			// The servers read the switch's counters: they stop first.
 			shutdown(servers)
+			if st != nil {
+				st.stopping(sw, keep, log)
+			}
 			rep, err := sw.Close()
 			if rep == nil {
 				return err
@@ -492,9 +509,10 @@ func reload(sw *vswitch.Switch, file string, load func() (vswitch.Config, error)
 }
 
 // serve starts the API and metrics servers on the listeners given.
-func serve(sw *vswitch.Switch, apiLn, metricsLn net.Listener, log *slog.Logger) (servers []interface{ Shutdown(context.Context) error }) {
+func serve(sw *vswitch.Switch, apiLn, metricsLn net.Listener, stop func(keepGuests bool) error, log *slog.Logger) (servers []interface{ Shutdown(context.Context) error }) {
 	if apiLn != nil {
 		api := control.NewServer(sw, log)
+		api.OnShutdown(stop)
 		go func() {
 			if err := api.Serve(apiLn); err != nil {
 				log.Error("control API", "err", err)

@@ -40,9 +40,10 @@ type Server struct {
 	handlers   sync.WaitGroup // requests being answered
 
 	mu        sync.Mutex
-	stopped   bool               // Shutdown began: no new requests
-	watching  bool               // a drop watch runs
-	capturing map[port.Port]bool // ports with a capture running
+	stopped   bool                        // Shutdown began: no new requests
+	watching  bool                        // a drop watch runs
+	capturing map[port.Port]bool          // ports with a capture running
+	stop      func(keepGuests bool) error // OnShutdown's
 }
 
 // endpoint is one method of one path of the API.
@@ -132,6 +133,7 @@ func (s *Server) endpoints() []endpoint {
 		{"GET", "/v1/version", s.version},
 		{"GET", "/v1/drops", s.drops},
 		{"GET", "/v1/capture", s.capture},
+		{"POST", "/v1/shutdown", s.shutdown},
 	}
 }
 

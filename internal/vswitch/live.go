@@ -61,6 +61,7 @@ func (sw *Switch) AddPort(spec PortSpec, by slog.Attr) error {
 	if err != nil {
 		return err
 	}
+	next.Ports[len(next.Ports)-1] = lp.spec // Kept as it is now
 	if err := sw.persist(next); err != nil {
 		return errors.Join(err, lp.port.CloseInto(nil))
 	}
@@ -209,7 +210,7 @@ func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (
 	if err != nil {
 		return PortSpec{}, fmt.Errorf("port %s: %w: %w", name, ErrInvalid, err)
 	}
-	spec.at, spec.Origin = lp.spec.at, lp.spec.Origin
+	spec.at, spec.Origin, spec.Kept = lp.spec.at, lp.spec.Origin, lp.spec.Kept
 	switch lp.reloadTo(spec) {
 	case kept:
 		return spec, nil

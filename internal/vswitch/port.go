@@ -31,6 +31,10 @@ type PortSpec struct {
 	Pod Pod
 	// Origin says who made the port; not part of its spec's text.
 	Origin Origin
+	// Kept says that the port's device outlives the switch (a
+	// portkind.Keeper's, made persistent with Tuning.Persist or kept by
+	// KeepGuests), for the next switch to adopt; a state file records it.
+	Kept bool
 
 	at string // "file:line" of a configuration file's directive, for errors
 }

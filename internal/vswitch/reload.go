@@ -304,6 +304,7 @@ func (sw *Switch) change(lp *livePort, spec PortSpec, by slog.Attr) error {
 	if err := sw.chain.police.SetLimits(lp.index, spec.Ingress, spec.Egress); err != nil {
 		return fmt.Errorf("port %s: %w", spec, err)
 	}
+	spec.Kept = lp.spec.Kept // the same device
 	lp.spec, sw.cfg.Ports[slices.Index(sw.ports, lp)] = spec, spec
 	sw.log.Info("port changed", "port", spec.Name, "spec", spec.String(), by)
 	return nil
@@ -350,7 +351,7 @@ func (r *reload) run(sw *Switch, by slog.Attr) error {
 		}
 		delete(r.opened, p.Name)
 		next := sw.cfg.clone()
-		next.Ports = append(next.Ports, p)
+		next.Ports = append(next.Ports, lp.spec)
 		if err := sw.addPort(next, lp, r.policies[p.Name], by); err != nil {
 			return err
 		}

@@ -28,7 +28,8 @@ type stateJSON struct {
 type stateItem struct {
 	Spec   string `json:"spec"`
 	Origin Origin `json:"origin"`
-	Pod    *Pod   `json:"pod,omitempty"` // a port's, if it has one
+	Kept   bool   `json:"kept,omitempty"` // a port's: PortSpec.Kept
+	Pod    *Pod   `json:"pod,omitempty"`  // a port's, if it has one
 }
 
 // MarshalState returns cfg as a state file holds it: every port, route,
@@ -37,7 +38,7 @@ func (cfg Config) MarshalState() []byte {
 	s := stateJSON{Version: stateVersion, Workers: cfg.Workers,
 		Ports: []stateItem{}, Routes: []stateItem{}, Services: []string{}, Filters: []string{}}
 	for _, p := range cfg.Ports {
-		it := stateItem{Spec: p.String(), Origin: p.Origin}
+		it := stateItem{Spec: p.String(), Origin: p.Origin, Kept: p.Kept}
 		if !p.Pod.IsZero() {
 			pod := p.Pod
 			it.Pod = &pod
@@ -82,7 +83,7 @@ func ParseState(name string, b []byte) (Config, error) {
 			errs = append(errs, fmt.Errorf("port %d: %w", i+1, err))
 			continue
 		}
-		p.Origin = it.Origin
+		p.Origin, p.Kept = it.Origin, it.Kept
 		if it.Pod != nil {
 			p.Pod = *it.Pod // checked with the rest by Validate
 		}

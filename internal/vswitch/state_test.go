@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -123,4 +124,48 @@ func mustParse(t *testing.T, spec string) PortSpec {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Open with Tuning.Restore leaves out a port the API made whose device
+// cannot be opened, and opens the others; a configuration's such port
+// still fails it, as does any without Restore.
+func TestOpenRestoreSkips(t *testing.T) {
+	dir := t.TempDir()
+	port := func(name, sock string, o Origin) PortSpec {
+		p := mustParse(t, "vhost-user:"+name+",socket="+sock)
+		p.Origin = o
+		return p
+	}
+	bad := filepath.Join(dir, "no-such-dir", "vu.sock")
+	cfg := Config{Ports: []PortSpec{port("vu1", filepath.Join(dir, "vu1"), FromAPI), port("vu2", bad, FromAPI), port("vu3", filepath.Join(dir, "vu3"), FromConfig)}}
+	sw, err := Open(cfg, Tuning{Restore: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sw.Skipped(); len(s) != 1 || s[0].Spec.Name != "vu2" || !strings.Contains(s[0].Err.Error(), "no-such-dir") {
+		t.Errorf("skipped %+v", s)
+	}
+	var got []string
+	for _, pv := range sw.Ports() {
+		got = append(got, fmt.Sprintf("%s@%d", pv.Spec.Name, pv.Index))
+	}
+	if !slices.Equal(got, []string{"vu1@0", "vu3@1"}) {
+		t.Errorf("ports %q", got)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Ports[1].Origin = FromConfig
+	if sw, err := Open(cfg, Tuning{Restore: true}, slog.New(slog.DiscardHandler)); err == nil {
+		sw.abandon()
+		t.Error("a configuration's port that cannot be opened was left out")
+	}
+	cfg.Ports[1].Origin = FromAPI
+	if sw, err := Open(cfg, Tuning{}, slog.New(slog.DiscardHandler)); err == nil {
+		sw.abandon()
+		t.Error("without Restore, a port that cannot be opened was left out")
+	}
 }

@@ -48,6 +48,16 @@ type Tuning struct {
 	// a CPU the guests do not run on. Unpinned, the scheduler wakes it on
 	// the CPU of the guest that kicked it, and the two take turns there.
 	CPUs string
+	// Persist makes the devices of the ports the switch creates outlive
+	// it if it dies (portkind.Keeper), for a switch with a state file:
+	// the next one adopts those its state says are kept (PortSpec.Kept).
+	// Close still removes them, unless KeepGuests.
+	Persist bool
+	// Restore makes Open leave out a port the API made (FromAPI) whose
+	// device cannot be opened, with its routes, rather than fail: a
+	// switch restoring its state, whose guest went away while no switch
+	// ran. Skipped lists them.
+	Restore bool
 }
 
 // Plan is everything Open builds, worked out from a Config and a Tuning
@@ -72,6 +82,7 @@ type Plan struct {
 	// Policies are the guests' port security, by index in Ports; the
 	// services' port, the switch's own, has none.
 	Policies map[int]program.PortPolicy
+	Persist  bool // Tuning.Persist
 }
 
 // NewPlan validates cfg and works out the switch it describes.
@@ -84,6 +95,7 @@ func NewPlan(cfg Config, t Tuning) (Plan, error) {
 		// per thread, and a thread's caches stay warm.
 		Engine:  engine.Config{Workers: cfg.Workers, Batch: engine.DefaultBatch, LockOSThread: true, BusyPoll: max(t.BusyPoll, 0)},
 		Filters: cfg.Filters,
+		Persist: t.Persist,
 	}
 	if t.BusyPoll == 0 {
 		p.Engine.BusyPoll = DefaultBusyPoll
@@ -188,6 +200,9 @@ type Switch struct {
 	// (SetSave); nil for none.
 	save func(Config) error
 
+	tuning  Tuning    // Open's
+	skipped []Skipped // Tuning.Restore's
+
 	stopServices context.CancelFunc
 	svcWG        sync.WaitGroup
 }
@@ -230,6 +245,7 @@ func Open(cfg Config, t Tuning, log *slog.Logger) (*Switch, error) {
 		return nil, err
 	}
 	sw := newSwitch(cfg, plan, log)
+	sw.tuning = t
 	if err := sw.openPorts(); err != nil {
 		return nil, errors.Join(err, sw.abandon())
 	}
@@ -291,19 +307,71 @@ func (sw *Switch) openPorts() error {
 	if sw.pool, err = buffer.NewPool(sw.plan.Pool); err != nil {
 		return err
 	}
+	// A few at a time: opening a device is mostly waiting for the
+	// kernel (netlink, its namespace), and a node's switch restarting
+	// with its guests opens a hundred while they wait.
+	opened := make([]*livePort, len(sw.plan.Ports))
+	errs := make([]error, len(sw.plan.Ports))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, openParallel)
 	for i, spec := range sw.plan.Ports {
-		lp, err := sw.openPort(spec)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			opened[i], errs[i] = sw.openPort(spec)
+		})
+	}
+	wg.Wait()
+	var failed []error
+	for i, spec := range sw.plan.Ports {
+		switch {
+		case errs[i] == nil:
+			sw.ports = append(sw.ports, opened[i])
+		case sw.tuning.Restore && spec.Origin == FromAPI:
+			sw.skipped = append(sw.skipped, Skipped{spec, errs[i]})
+		default:
+			failed = append(failed, errs[i])
+		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...) // abandon closes those opened
+	}
+	if len(sw.skipped) > 0 {
+		// The switch the plan describes, without the ports left out
+		// and their routes.
+		cfg := sw.cfg.clone()
+		for _, s := range sw.skipped {
+			cfg.Ports = slices.DeleteFunc(cfg.Ports, func(p PortSpec) bool { return p.Name == s.Spec.Name })
+			cfg.Routes = slices.DeleteFunc(cfg.Routes, func(r RouteSpec) bool { return r.Port == s.Spec.Name })
+		}
+		plan, err := NewPlan(cfg, sw.tuning)
 		if err != nil {
 			return err
 		}
+		sw.cfg, sw.plan = cfg, plan
+	}
+	for i, lp := range sw.ports {
 		lp.index = i
-		sw.ports = append(sw.ports, lp)
+		sw.cfg.Ports[i] = lp.spec // Kept as it is now
 		if err := lp.setRoutes(sw.cfg.Routes); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// openParallel bounds the ports Open opens at a time.
+const openParallel = 8
+
+// Skipped is a port that Open left out (Tuning.Restore): its spec, and
+// why its device could not be opened.
+type Skipped struct {
+	Spec PortSpec
+	Err  error
+}
+
+// Skipped returns the ports Open left out, with Tuning.Restore.
+func (sw *Switch) Skipped() []Skipped { return sw.skipped }
 
 // build makes the chain, the services and the engine over the ports.
 func (sw *Switch) build() error {
@@ -354,12 +422,73 @@ func (sw *Switch) openPort(spec PortSpec) (*livePort, error) {
 	if q == 0 {
 		q = sw.cfg.Workers
 	}
-	o, err := spec.Options.Open(spec.Name, spec.Common, q, portkind.Host{Pool: sw.pool, Log: sw.log})
+	h := portkind.Host{Pool: sw.pool, Log: sw.log, Adopt: spec.Kept}
+	o, err := spec.Options.Open(spec.Name, spec.Common, q, h)
+	if errors.Is(err, portkind.ErrGone) && spec.Origin == FromConfig {
+		// The configuration's port is the operator's: it comes back,
+		// without what its guest had configured.
+		sw.log.Warn("port: its kept device went away while no switch ran; creating it again", "port", spec.Name, "err", err)
+		h.Adopt = false
+		o, err = spec.Options.Open(spec.Name, spec.Common, q, h)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("port %s: %w", spec, deviceError{err})
 	}
-	sw.log.Info("port", append([]any{"spec", spec.String()}, o.Describe()...)...)
+	spec.Kept = false
+	if k, ok := o.(portkind.Keeper); ok && sw.plan.Persist {
+		if err := k.Persist(); err != nil {
+			return nil, errors.Join(fmt.Errorf("port %s: %w", spec, deviceError{err}), o.Port().CloseInto(nil))
+		}
+		spec.Kept = true
+	}
+	attrs := append([]any{"spec", spec.String()}, o.Describe()...)
+	if h.Adopt {
+		attrs = append(attrs, "adopted", true)
+	}
+	sw.log.Info("port", attrs...)
 	return &livePort{spec: spec, open: o, port: o.Port()}, nil
+}
+
+// DiscardKept removes the device that a switch before kept for the
+// port of spec (PortSpec.Kept), which this one does not have: it is
+// adopted and closed at once. workers is that switch's worker count,
+// which gave the port its queues; a device already gone is no error.
+func DiscardKept(spec PortSpec, workers int, log *slog.Logger) error {
+	q := spec.Queues
+	if q == 0 {
+		q = workers
+	}
+	o, err := spec.Options.Open(spec.Name, spec.Common, q, portkind.Host{Log: log, Adopt: true})
+	if errors.Is(err, portkind.ErrGone) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("port %s: %w", spec, err)
+	}
+	return o.Port().CloseInto(nil)
+}
+
+// KeepGuests makes the ports whose devices can outlive the switch
+// (portkind.Keeper) leave them in place when it closes, each with what
+// its guest configured, for the next switch to adopt; it returns the
+// configuration that says which (PortSpec.Kept), for the state file.
+// Other ports close as they would.
+func (sw *Switch) KeepGuests() (Config, error) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	var errs []error
+	for i, lp := range sw.ports {
+		k, ok := lp.open.(portkind.Keeper)
+		if !ok {
+			continue
+		}
+		if err := k.Keep(); err != nil {
+			errs = append(errs, fmt.Errorf("port %s: %w", lp.spec.Name, err))
+			continue
+		}
+		lp.spec.Kept, sw.cfg.Ports[i].Kept = true, true
+	}
+	return sw.cfg.clone(), errors.Join(errs...)
 }
 
 // setRoutes gives a port whose kind routes what is sent to it

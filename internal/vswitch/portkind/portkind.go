@@ -15,6 +15,7 @@
 package portkind
 
 import (
+	"errors"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -180,6 +181,26 @@ type Host struct {
 	Pool *buffer.Pool
 	// Log receives what happens to the port while it is open.
 	Log *slog.Logger
+	// Adopt is set for a port whose device the switch that ran before
+	// kept (Keeper): the kind takes it over as its own, with what the
+	// guest configured on it, and fails with an error that is ErrGone
+	// if it went away meanwhile.
+	Adopt bool
+}
+
+// ErrGone is the error of a port to adopt (Host.Adopt) whose device went
+// away while no switch ran.
+var ErrGone = errors.New("its device went away")
+
+// Keeper is an Opened whose device can outlive the switch, so that its
+// guest stays configured across a restart of the switch.
+type Keeper interface {
+	// Persist makes the device outlive the switch if it dies, for the
+	// next one to adopt; the port's close still removes it.
+	Persist() error
+	// Keep is Persist, and the port's close then leaves the device in
+	// place, for the next switch to adopt.
+	Keep() error
 }
 
 // Opened is an open port of a kind.

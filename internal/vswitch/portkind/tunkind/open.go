@@ -1,6 +1,8 @@
 package tunkind
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 
 	"softnet.dev/internal/vswitch/portkind"
@@ -16,6 +18,9 @@ type opened struct {
 
 func open(cfg tun.Config, log *slog.Logger) (*opened, error) {
 	d, err := tun.Open(cfg)
+	if errors.Is(err, tun.ErrNoDevice) {
+		return nil, fmt.Errorf("%w: %w", portkind.ErrGone, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -29,6 +34,26 @@ func open(cfg tun.Config, log *slog.Logger) (*opened, error) {
 }
 
 func (o *opened) Port() port.Port { return o.dev }
+
+var _ portkind.Keeper = (*opened)(nil)
+
+// Persist makes a device the switch created (or adopted) outlive it if
+// it dies; one it attached to is not its own, and outlives it anyway.
+func (o *opened) Persist() error {
+	if !o.dev.Created() {
+		return nil
+	}
+	return o.dev.Persist()
+}
+
+// Keep leaves a device the switch created (or adopted) in place when
+// the port closes.
+func (o *opened) Keep() error {
+	if !o.dev.Created() {
+		return nil
+	}
+	return o.dev.Keep()
+}
 
 // Describe says whether the device was created or attached to, and
 // which I/O path it got (and why not io_uring).

@@ -104,6 +104,7 @@ func (o *Options) Live(portkind.Options) bool { return false }
 func (o *Options) Open(name string, c portkind.Common, q int, h portkind.Host) (portkind.Opened, error) {
 	cfg := o.Config(name, c, q)
 	cfg.Log = h.Log // link down and up, MTU changes
+	cfg.Adopt = h.Adopt
 	return open(cfg, h.Log)
 }
 
