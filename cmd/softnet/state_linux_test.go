@@ -188,6 +188,7 @@ func TestSwitchStateSurvivesKill(t *testing.T) {
 			add  bool
 		}
 		var inflight op
+		killAfter := time.Duration(rng.IntN(40_000)) * time.Microsecond // before the stream shares rng
 		done := make(chan struct{})
 		var mu sync.Mutex
 		stop := make(chan struct{})
@@ -231,7 +232,7 @@ func TestSwitchStateSurvivesKill(t *testing.T) {
 				}
 			}
 		}()
-		time.Sleep(time.Duration(rng.IntN(40_000)) * time.Microsecond)
+		time.Sleep(killAfter)
 		if err := sp.cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
