@@ -145,6 +145,19 @@ func (r *rig) bridge(pool *buffer.Pool, workers int, ports ...port.Port) *engine
 			r.t.Errorf("engine close: %v", err)
 		}
 	})
+	// Until a worker's first round has filled a queue's fill ring, the
+	// kernel has no frame for what arrives on it (a counted drop), and a
+	// test's first ping could meet that.
+	deadline := time.Now().Add(testTimeout)
+	for _, p := range ports {
+		xp, ok := p.(*Port)
+		for ok && time.Now().Before(deadline) {
+			if s := xp.Stats(); s.FillTarget > 0 && s.Lent >= s.FillTarget {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	return e
 }
 
