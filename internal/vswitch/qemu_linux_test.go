@@ -293,13 +293,13 @@ func (vm *qemuVM) check(what string, vp vhostView) {
 		var ee *exec.ExitError
 		if errors.As(vm.exit, &ee) {
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				t.Fatalf("QEMU died of %v waiting for %s; port %+v\n%s", ws.Signal(), what, vp.VhostUser.Stats(), vm.report())
+				t.Fatalf("QEMU died of %v waiting for %s; port %+v\n%s", ws.Signal(), what, vp.stats(), vm.report())
 			}
 		}
-		t.Fatalf("QEMU exited (%v) waiting for %s; port %+v\n%s", vm.exit, what, vp.VhostUser.Stats(), vm.report())
+		t.Fatalf("QEMU exited (%v) waiting for %s; port %+v\n%s", vm.exit, what, vp.stats(), vm.report())
 	}
 	if con := vm.con.String(); strings.Contains(con, "@@FAIL") || strings.Contains(con, "Kernel panic") {
-		t.Fatalf("the guest failed waiting for %s; port %+v\n%s", what, vp.VhostUser.Stats(), vm.report())
+		t.Fatalf("the guest failed waiting for %s; port %+v\n%s", what, vp.stats(), vm.report())
 	}
 }
 
@@ -311,7 +311,7 @@ func (vm *qemuVM) waitFor(what string, d time.Duration, vp vhostView, cond func(
 	for !cond() {
 		vm.check(what, vp)
 		if time.Now().After(deadline) {
-			vm.t.Fatalf("no %s within %v; port %+v\n%s", what, d, vp.VhostUser.Stats(), vm.report())
+			vm.t.Fatalf("no %s within %v; port %+v\n%s", what, d, vp.stats(), vm.report())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -362,6 +362,15 @@ func (vm *qemuVM) run(cmd string, d time.Duration, vp vhostView) (string, int) {
 		vm.t.Fatalf("%q: %q: no status", cmd, last)
 	}
 	return strings.Join(lines[:len(lines)-1], "\n"), rc
+}
+
+// stats is the port's counters, for a failure's message; a port in a
+// switch process of its own has none here (its log says more).
+func (v vhostView) stats() any {
+	if v.VhostUser == nil {
+		return "(in a switch process)"
+	}
+	return v.VhostUser.Stats()
 }
 
 func last(lines []string) string { return lines[len(lines)-1] }
