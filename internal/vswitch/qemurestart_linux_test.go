@@ -1,12 +1,14 @@
 package vswitch
 
 import (
+	"encoding/json"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +45,9 @@ func TestVhostUserQEMURestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "vm1.sock")
-	args := []string{"switch", "--control", filepath.Join(dir, "sw.sock"), "--state", filepath.Join(dir, "state.json"), "--workers", strconv.Itoa(pc.workers)}
+	stats := filepath.Join(dir, "stats.json") // the report at the stop
+	args := []string{"switch", "--control", filepath.Join(dir, "sw.sock"), "--state", filepath.Join(dir, "state.json"),
+		"--stats-json", stats, "--workers", strconv.Itoa(pc.workers)}
 	sw := startSwitchProcess(t, bin, args)
 	sw.ctl(t, "port", "add", "tap:"+g.dev+",netns="+g.ns.Name)
 	sw.ctl(t, "port", "add", "vhost-user:vm1,socket="+sock+pc.opts)
@@ -103,8 +107,22 @@ func TestVhostUserQEMURestart(t *testing.T) {
 	if !vm.alive() {
 		t.Errorf("QEMU exited across the restart\n%s", vm.report())
 	}
+	if out := sw.ctl(t, "port", "show", "vm1"); !strings.Contains(out, "queue pairs") || strings.Contains(out, "no front-end") {
+		t.Errorf("the new switch's vhost-user port, QEMU connected again:\n%s", out)
+	} else if _, st, ok := strings.Cut(out, "\nstate"); ok {
+		t.Logf("the new switch's vhost-user port: %s", strings.TrimSpace(strings.SplitN(st, "\n", 2)[0]))
+	}
+	// A plain stop with the VM still connected: every buffer home.
 	sw.ctl(t, "shutdown")
 	sw.wait(t, 15*time.Second)
+	b, err := os.ReadFile(stats)
+	var rep Report
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil || rep.Leak != "ok" {
+		t.Errorf("the new switch's report: leak check %q (%v)", rep.Leak, err)
+	}
 }
 
 // pingReplyTime is the time iputils' ping -D prints before an answer.
@@ -162,12 +180,14 @@ func startSwitchProcess(t *testing.T, bin string, args []string) *switchProcess 
 	return sp
 }
 
-func (sp *switchProcess) ctl(t *testing.T, args ...string) {
+// ctl runs softnet ctl on the switch and returns its output.
+func (sp *switchProcess) ctl(t *testing.T, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(sp.bin, append([]string{"ctl", "--socket", sp.socket}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("softnet ctl %v: %v\n%s", args, err, out)
 	}
+	return string(out)
 }
 
 // wait waits for the switch to exit, with status 0.
