@@ -72,10 +72,7 @@ type rxQueue struct {
 	spare []*buffer.Buf
 	cur   *buffer.Buf // the buffer the burst works on, for faulted
 	got   int         // the packets the burst received, for faulted
-	// touched keeps what the burst's touches ahead read, so that the
-	// compiler keeps the loads.
-	touched byte
-	ctr     counters
+	ctr   counters
 	waiter
 	_ [cacheline.Size]byte
 }
@@ -162,26 +159,11 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		return 0
 	}
 	start := r.usedIdx
-	// The burst's heads, in one pass over the available ring; the first
-	// packets' lines touched before the first is worked on, and each next
-	// one's touchAhead packets before its turn (ring.go, "Touching
-	// ahead").
-	heads := r.heads[:n]
-	for k := range heads {
-		heads[k] = r.availHead(r.lastAvail + uint16(k))
-	}
-	touched := byte(0)
-	for _, head := range heads[:min(n, touchAhead)] {
-		touched ^= r.touchChain(head, touchMax)
-	}
 	for k := range spare {
-		if k+touchAhead < n {
-			touched ^= r.touchChain(heads[k+touchAhead], touchMax)
-		}
 		b := spare[k]
 		spare[k] = nil
 		q.cur = b
-		head := heads[k]
+		head := r.availHead(r.lastAvail)
 		r.lastAvail++
 		budget := int(r.num)
 		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, &budget, r.segs[:0])
@@ -214,7 +196,6 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		q.got++
 		q.cur = nil
 	}
-	q.touched = touched
 	r.publishUsed()
 	q.p.call(q.v, r, start, &q.ctr)
 	q.ctr.Publish()
@@ -343,10 +324,8 @@ type txQueue struct {
 	copy  *buffer.Buf   // a shared packet's copy whose checksum is finished
 	cur   *buffer.Buf   // the packet being sent, for faulted
 	sent  int           // the packets the burst sent, for faulted
-	// touched is rxQueue.touched.
-	touched byte
-	ctr     counters
-	_       [cacheline.Size]byte
+	ctr   counters
+	_     [cacheline.Size]byte
 }
 
 var _ port.TxQueue = (*txQueue)(nil)
@@ -393,24 +372,7 @@ func (q *txQueue) Transmit(c *buffer.Cache, bufs []*buffer.Buf) (sent int, err e
 func (q *txQueue) transmit(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 	start := r.usedIdx
 	q.sent = 0
-	// The descriptors of the receive chains the first packets go to, and
-	// each next one's touchAhead packets before its turn (ring.go,
-	// "Touching ahead"): as far as the entries known to be available
-	// reach, on the guess of one chain a packet, which holds for every
-	// packet that fits in one receive buffer. The index is read once here
-	// for the burst. The buffers themselves are not touched: the port
-	// only writes them, and a load would fetch each line shared, for the
-	// copy's store to ask for it again, exclusive (Go has no prefetch
-	// for writing).
-	r.available(uint16(min(len(bufs), maxBurst)))
-	touched := byte(0)
-	for i := range min(len(bufs), touchAhead) {
-		touched ^= q.touch(r, i)
-	}
 	for i, b := range bufs {
-		if i+touchAhead < len(bufs) {
-			touched ^= q.touch(r, touchAhead)
-		}
 		bufs[i] = nil
 		q.cur = b
 		if q.send(c, r, b) {
@@ -418,22 +380,12 @@ func (q *txQueue) transmit(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		}
 		q.cur = nil
 	}
-	q.touched = touched
 	if r.usedIdx != start {
 		r.publishUsed()
 		q.p.call(q.v, r, start, &q.ctr)
 	}
 	q.ctr.Publish()
 	return q.sent
-}
-
-// touch touches the available entry ahead entries after the next one,
-// and its descriptor, if that entry is known to be available.
-func (q *txQueue) touch(r *split, ahead int) byte {
-	if int(r.availSeen-r.lastAvail) <= ahead || r.availSeen-r.lastAvail > r.num {
-		return 0
-	}
-	return r.touchChain(r.availHead(r.lastAvail+uint16(ahead)), 0)
 }
 
 // faulted is rxQueue.faulted for a transmit burst: the packet being
