@@ -21,28 +21,11 @@ const (
 )
 
 func (r *AFXDPResult) result(name string, m Mode) *Result {
-	for i := range r.Configs {
-		if r.Configs[i].Variant.Name == name {
-			return r.Configs[i].result(m)
-		}
-	}
-	return nil
+	return resultOf(r.Configs, name, m)
 }
 
 // setRatios relates every figure to kernel-bridge's in the same mode.
-func (r *AFXDPResult) setRatios(modes []Mode) {
-	for _, m := range modes {
-		ref := r.result(AFXDPBridge, m)
-		if ref == nil || ref.main() <= 0 {
-			continue
-		}
-		for i := range r.Configs {
-			if res := r.Configs[i].result(m); res != nil {
-				res.Ratio, res.RatioTo = res.main()/ref.main(), AFXDPBridge
-			}
-		}
-	}
-}
+func (r *AFXDPResult) setRatios(modes []Mode) { relateTo(r.Configs, AFXDPBridge, modes) }
 
 // goals evaluates softnet-afxdp against the others, and the idle switch.
 func (r *AFXDPResult) goals(modes []Mode) []Goal {

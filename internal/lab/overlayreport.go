@@ -38,28 +38,11 @@ func (r *OverlayResult) underlay() string {
 }
 
 func (r *OverlayResult) result(name string, m Mode) *Result {
-	for i := range r.Configs {
-		if r.Configs[i].Variant.Name == name {
-			return r.Configs[i].result(m)
-		}
-	}
-	return nil
+	return resultOf(r.Configs, name, m)
 }
 
 // setRatios relates every figure to kernel-kernel's in the same mode.
-func (r *OverlayResult) setRatios(modes []Mode) {
-	for _, m := range modes {
-		ref := r.result(OverlayKernel, m)
-		if ref == nil || ref.main() <= 0 {
-			continue
-		}
-		for i := range r.Configs {
-			if res := r.Configs[i].result(m); res != nil {
-				res.Ratio, res.RatioTo = res.main()/ref.main(), OverlayKernel
-			}
-		}
-	}
-}
+func (r *OverlayResult) setRatios(modes []Mode) { relateTo(r.Configs, OverlayKernel, modes) }
 
 // goals evaluates softnet-softnet against kernel-kernel.
 func (r *OverlayResult) goals(modes []Mode) []Goal {

@@ -141,12 +141,34 @@ type Report struct {
 
 // result returns the figures of variant name in mode, or nil.
 func (r *Report) result(name string, mode Mode) *Result {
-	for i := range r.Variants {
-		if r.Variants[i].Variant.Name == name {
-			return r.Variants[i].result(mode)
+	return resultOf(r.Variants, name, mode)
+}
+
+// resultOf returns the figures of the variant of vs named name in mode,
+// or nil.
+func resultOf(vs []VariantResult, name string, mode Mode) *Result {
+	for i := range vs {
+		if vs[i].Variant.Name == name {
+			return vs[i].result(mode)
 		}
 	}
 	return nil
+}
+
+// relateTo relates every figure of vs to that of the variant named ref
+// in the same mode (the --overlay and --afxdp runs' ratios).
+func relateTo(vs []VariantResult, ref string, modes []Mode) {
+	for _, m := range modes {
+		r := resultOf(vs, ref, m)
+		if r == nil || r.main() <= 0 {
+			continue
+		}
+		for i := range vs {
+			if res := vs[i].result(m); res != nil {
+				res.Ratio, res.RatioTo = res.main()/r.main(), ref
+			}
+		}
+	}
 }
 
 // setRatios relates every figure to kernel-veth's in the same mode or,
