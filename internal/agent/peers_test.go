@@ -70,3 +70,42 @@ func TestPeers(t *testing.T) {
 		}
 	}
 }
+
+// A node's VTEP MAC is its own, the same after a restart, unicast and
+// locally administered.
+func TestMAC(t *testing.T) {
+	a, b := MAC("node-a"), MAC("node-b")
+	if a != MAC("node-a") || a == b {
+		t.Errorf("MAC(node-a) %x, again %x, MAC(node-b) %x", a, MAC("node-a"), b)
+	}
+	for _, m := range [][6]byte{a, b} {
+		if m[0]&1 != 0 || m[0]&2 == 0 {
+			t.Errorf("%x: not a unicast, locally administered MAC", m)
+		}
+	}
+}
+
+// Kubelet's status updates (heartbeats, conditions) do not wake the
+// agent; what it reads does.
+func TestRelevant(t *testing.T) {
+	n := node("a", "198.18.0.1", "02:00:00:00:00:01", "198.19.1.0/24")
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.1"}}
+	heartbeat := n.DeepCopy()
+	heartbeat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if relevant(n, heartbeat) {
+		t.Error("a heartbeat is relevant")
+	}
+	for name, change := range map[string]func(*corev1.Node){
+		"vtep":    func(m *corev1.Node) { m.Annotations[AnnotationVTEP] = "198.18.0.9" },
+		"mac":     func(m *corev1.Node) { m.Annotations[AnnotationVTEPMAC] = "02:00:00:00:00:09" },
+		"cidrs":   func(m *corev1.Node) { m.Spec.PodCIDRs = append(m.Spec.PodCIDRs, "2001:db8:1::/64") },
+		"address": func(m *corev1.Node) { m.Status.Addresses[0].Address = "198.18.0.9" },
+		"podCIDR": func(m *corev1.Node) { m.Spec.PodCIDR = "198.19.1.0/24" },
+	} {
+		m := n.DeepCopy()
+		change(m)
+		if !relevant(n, m) {
+			t.Errorf("a change of the %s is not relevant", name)
+		}
+	}
+}
