@@ -401,7 +401,9 @@ func TestPortSplitsCoalesced(t *testing.T) {
 // intact whichever way they land: the first run copied out, the next of
 // the same size one per buffer, then a run of another size and a lone
 // datagram longer than that size, each spread over the buffers that
-// were sized for the runs before, copied out again.
+// were sized for the runs before, copied out again. A receive that
+// finds nothing between two runs (a worker polls again right after a
+// burst) does not make the next run of the size copied.
 func TestPortReceivesRunsInPlace(t *testing.T) {
 	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	ns := underlay(t, a, b)
@@ -417,14 +419,16 @@ func TestPortReceivesRunsInPlace(t *testing.T) {
 		}
 		return frames, data, len(data) / count
 	}
-	for _, r := range []struct{ first, count, payload int }{
-		{1000, 30, 1350}, // learns the size
-		{2000, 30, 1350}, // in place
-		{3000, 45, 1350}, // in place, more datagrams than a recvmmsg's buffers hold two messages of
-		{4000, 20, 1100}, // another size: copied
-		{5000, 1, 1400},  // one datagram over two buffers: copied
-		{6000, 25, 1350},
+	bufs := make([]*buffer.Buf, 64)
+	for _, r := range []struct{ first, count, payload, copied int }{
+		{1000, 30, 1350, 30}, // learns the size
+		{2000, 30, 1350, 0},  // in place
+		{3000, 45, 1350, 0},  // in place, more datagrams than a recvmmsg's buffers hold two messages of
+		{4000, 20, 1100, 20}, // another size: copied
+		{5000, 1, 1400, 1},   // one datagram over two buffers: copied
+		{6000, 25, 1350, 25}, // after a burst without runs: copied
 	} {
+		before := pb.Stats().RxCopied
 		frames, data, size := run(r.first, r.count, r.payload)
 		// The last datagram of a run may be shorter (the port passes an
 		// inner frame on as it came, its IP length notwithstanding).
@@ -436,6 +440,12 @@ func TestPortReceivesRunsInPlace(t *testing.T) {
 			if !bytes.Equal(got[i], f) {
 				t.Fatalf("run from %d: frame %d of %d bytes differs (got %d bytes)", r.first, i, len(f), len(got[i]))
 			}
+		}
+		if copied := pb.Stats().RxCopied - before; copied != uint64(r.copied) {
+			t.Fatalf("run from %d: %d of %d datagrams copied out, want %d", r.first, copied, r.count, r.copied)
+		}
+		if n, err := pb.RxQueue(0).Receive(c, bufs); n != 0 || err != nil {
+			t.Fatalf("a receive after the run: %d frames, %v", n, err)
 		}
 	}
 	if s := pb.Stats(); s.RxPackets != 151 || s.RxDrops != (drop.Counts{}) {
