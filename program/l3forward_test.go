@@ -408,3 +408,37 @@ func TestL3OnEthernet(t *testing.T) {
 	wantVerdicts(t, b, RedirectVerdict(2), DropVerdict(drop.UnhandledProto))
 	wantLearned(t, f, map[string]int{"10.1.0.1": 1})
 }
+
+func TestL3ChangeRoutes(t *testing.T) {
+	e := newPktEnv(t)
+	f := newForwarder(t, L3Config{NoLearn: true, Unknown: DropUnknown})
+	if err := f.ChangeRoutes(nil, []Route{{netip.MustParsePrefix("10.1.0.0/16"), 2}, {netip.MustParsePrefix("10.2.0.0/16"), 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ChangeRoutes([]netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, []Route{{netip.MustParsePrefix("fd00::/8"), 4}, {netip.MustParsePrefix("10.2.0.0/16"), 5}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []Route{{netip.MustParsePrefix("10.2.0.0/16"), 5}, {netip.MustParsePrefix("fd00::/8"), 4}}
+	if got := f.Routes(); !slices.Equal(got, want) {
+		t.Fatalf("routes %v, want %v", got, want)
+	}
+	b := e.batch(packet.L3, 1, 0, udp("192.0.2.1", "10.1.2.9"), udp("192.0.2.1", "10.2.0.1"))
+	f.Run(b)
+	wantVerdicts(t, b, DropVerdict(drop.NoRoute), RedirectVerdict(5))
+	// A change with one bad part changes nothing.
+	for _, bad := range []struct {
+		remove []netip.Prefix
+		add    []Route
+		err    string
+	}{
+		{[]netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, nil, "no route"},
+		{nil, []Route{{netip.MustParsePrefix("10.3.0.0/16"), 1}, {Port: 1}}, "invalid prefix"},
+	} {
+		if err := f.ChangeRoutes(bad.remove, bad.add); err == nil || !strings.Contains(err.Error(), bad.err) {
+			t.Errorf("ChangeRoutes(%v, %v): %v, want %q", bad.remove, bad.add, err, bad.err)
+		}
+		if got := f.Routes(); !slices.Equal(got, want) {
+			t.Fatalf("a refused change changed the routes: %v", got)
+		}
+	}
+}

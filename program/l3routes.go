@@ -159,6 +159,41 @@ func (f *L3Forwarder) AddRoute(r Route) error {
 	return nil
 }
 
+// ChangeRoutes removes the routes to remove and adds (or replaces) add,
+// making one new table: a change of many routes costs the workers one
+// table switch, and the whole of it is checked before anything changes.
+// A prefix of remove without a route is an error, as in RemoveRoute.
+func (f *L3Forwarder) ChangeRoutes(remove []netip.Prefix, add []Route) error {
+	if len(remove) == 0 && len(add) == 0 {
+		return nil
+	}
+	valid := make([]Route, len(add))
+	for i, r := range add {
+		var err error
+		if valid[i], err = r.validate(); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ports := maps.Clone(f.routes.Load().all)
+	for _, p := range remove {
+		r, err := Route{Prefix: p}.validate()
+		if err != nil {
+			return err
+		}
+		if _, ok := ports[r.Prefix]; !ok {
+			return fmt.Errorf("program: no route to %v", r.Prefix)
+		}
+		delete(ports, r.Prefix)
+	}
+	for _, r := range valid {
+		ports[r.Prefix] = r.Port
+	}
+	f.routes.Store(newRouteTable(ports))
+	return nil
+}
+
 // RemoveRoute removes the route to prefix (after normalization), or
 // returns an error if there is none.
 func (f *L3Forwarder) RemoveRoute(prefix netip.Prefix) error {

@@ -42,7 +42,7 @@ type Config struct {
 	// Local is the underlay address the port sends from and receives
 	// on, and the UDP port it receives on (0: Port).
 	Local   netip.AddrPort
-	Remotes []netip.Addr // the flood list (at most MaxRemotes); datagrams from others are dropped
+	Remotes []netip.Addr // the flood list (at most MaxRemotes; none only on an L3 port); datagrams from others are dropped
 	NetNS   string       // the underlay's namespace, as tun.Config's
 	// Port is the remote VTEPs' UDP port (default DefaultPort; the
 	// kernel's vxlan uses 8472 unless given dstport).
@@ -122,7 +122,9 @@ func (cfg Config) Validate() error {
 		return fail("local address %v: want a unicast address of the underlay (the outer checksum covers it)", local)
 	case local.Is4In6():
 		return fail("local address %v: write IPv4 addresses as such", local)
-	case len(cfg.Remotes) == 0:
+	case len(cfg.Remotes) == 0 && !cfg.L3:
+		// A routed port floods nothing: it may wait for its first
+		// remote (a node agent's, as nodes join).
 		return fail("no remote: want at least one")
 	case len(cfg.Remotes) > MaxRemotes:
 		return fail("%d remotes: want at most %d", len(cfg.Remotes), MaxRemotes)

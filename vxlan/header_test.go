@@ -178,6 +178,11 @@ func TestConfigValidate(t *testing.T) {
 	if d := good.withDefaults(); d.Port != DefaultPort || d.Local.Port() != DefaultPort || d.Queues != 1 {
 		t.Fatalf("defaults %+v", d)
 	}
+	routed := good
+	routed.L3, routed.VTEPMAC, routed.Remotes, routed.Static = true, [6]byte{2, 0, 0, 0, 0, 1}, nil, nil
+	if err := routed.Validate(); err != nil {
+		t.Errorf("a routed port with no remote yet: %v", err)
+	}
 	v6 := good
 	v6.Local, v6.Remotes = netip.MustParseAddrPort("[2001:db8::1]:8472"), []netip.Addr{netip.MustParseAddr("2001:db8::2")}
 	if err := v6.Validate(); err != nil {

@@ -1327,3 +1327,35 @@ func restartKeepingPods(t *testing.T, n *node, state string, ns []*netnstest.NS,
 	t.Logf("restart keeping %d pods (machine loaded): old switch gone in %v, new one answering in %v; pods lost %d; forwarding gap per pod (pings every 10 ms) p50 %v p99 %v max %v",
 		len(ns), stopped.Round(time.Millisecond), ready.Round(time.Millisecond), lost, percentile(gaps, 50), percentile(gaps, 99), slices.Max(gaps).Round(time.Millisecond))
 }
+
+// With "podCIDRsFrom", host-local's ranges are the node's pod CIDRs as
+// softnet agent wrote them to its status file: none yet is an error to
+// try again later that leaves nothing behind; then the pod's addresses
+// come from them, both families.
+func TestPodCIDRsFromTheAgent(t *testing.T) {
+	n := newNode(t, "tun")
+	status := filepath.Join(t.TempDir(), "agent.json")
+	delete(n.conf["ipam"].(map[string]any), "ranges")
+	n.conf["podCIDRsFrom"] = status
+	n.writeConf("1.1.0")
+	pod := netnstest.New(t)
+	if out, err := n.cnitool("add", nsPath(pod), "eth0"); err == nil || !strings.Contains(out+err.Error(), "pod CIDRs are not known yet") {
+		t.Fatalf("ADD without the agent's status: %v\n%s", err, out)
+	}
+	n.wantEmpty()
+	if err := os.WriteFile(status, []byte(`{"node": "n1", "pod_cidrs": ["198.18.33.0/24", "2001:db8:33::/64"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := n.add(pod, "eth0")
+	for _, c := range []struct {
+		v4   bool
+		cidr string
+	}{{true, "198.18.33.0/24"}, {false, "2001:db8:33::/64"}} {
+		ip, _ := netip.AddrFromSlice(ipOf(t, res, c.v4))
+		if !netip.MustParsePrefix(c.cidr).Contains(ip.Unmap()) {
+			t.Errorf("address %v, not of the node's pod CIDR %s", ip, c.cidr)
+		}
+	}
+	n.mustRun("del", pod, "eth0")
+	n.wantEmpty()
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"softnet.dev/internal/agentstatus"
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/tun"
 )
@@ -29,11 +30,20 @@ type netConf struct {
 	Socket string `json:"socket"` // the switch's control socket
 	Mode   string `json:"mode"`   // tun (routed), tap (bridged): the kind of the switch's ports; or veth (bridged: afxdp ports on veths)
 	MTU    int    `json:"mtu"`
+	// PodCIDRsFrom is the status file of softnet agent (its --status,
+	// /run/softnet/agent.json by default): the IPAM plugin's ranges
+	// become the node's pod CIDRs, one range set each, as the agent read
+	// them from the Node's spec.podCIDRs. Empty: ipam's own ranges.
+	PodCIDRsFrom string `json:"podCIDRsFrom"`
 	// RuntimeConfig is what the runtime passes for the capabilities
 	// the configuration declares ("capabilities": {"bandwidth": true}).
 	RuntimeConfig struct {
 		Bandwidth *bandwidth `json:"bandwidth,omitempty"`
 	} `json:"runtimeConfig"`
+
+	// ipamStdin is the configuration the IPAM plugin is given: stdin,
+	// with the node's ranges if PodCIDRsFrom says so.
+	ipamStdin []byte
 }
 
 // bandwidth is the CNI bandwidth capability, the reference bandwidth
@@ -112,7 +122,50 @@ func parseConf(stdin []byte) (*netConf, error) {
 	if err := version.ParsePrevResult(&conf.PluginConf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "prevResult cannot be parsed", err.Error())
 	}
+	conf.ipamStdin = stdin
+	if conf.PodCIDRsFrom != "" {
+		var err error
+		if conf.ipamStdin, err = withNodeRanges(stdin, conf.PodCIDRsFrom); err != nil {
+			return nil, err
+		}
+	}
 	return conf, nil
+}
+
+// withNodeRanges returns stdin with its "ipam"'s "ranges" the node's pod
+// CIDRs, as softnet agent wrote them to its status file: host-local's
+// ranges come from the Node, not from a file written by hand. Without
+// them yet (no agent, or a Node without pod CIDRs) it is an error to
+// try again later.
+func withNodeRanges(stdin []byte, status string) ([]byte, error) {
+	if !strings.HasPrefix(status, "/") {
+		return nil, invalidConf(fmt.Sprintf(`"podCIDRsFrom": %q: want the absolute path of softnet agent's status file (its --status)`, status))
+	}
+	cidrs, err := agentstatus.PodCIDRs(status)
+	if err != nil {
+		return nil, types.NewError(types.ErrTryAgainLater, "the node's pod CIDRs are not known yet: is softnet agent running?", err.Error())
+	}
+	var c map[string]any
+	if err := json.Unmarshal(stdin, &c); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "network configuration on stdin is not valid JSON", err.Error())
+	}
+	ipam, ok := c["ipam"].(map[string]any)
+	if !ok {
+		return nil, invalidConf(`"ipam": want an object`)
+	}
+	if _, has := ipam["ranges"]; has {
+		return nil, invalidConf(`"podCIDRsFrom" gives "ipam" its ranges: remove "ranges" from "ipam"`)
+	}
+	var ranges []any
+	for _, p := range cidrs {
+		ranges = append(ranges, []any{map[string]any{"subnet": p.String()}})
+	}
+	ipam["ranges"] = ranges
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, types.NewError(types.ErrInternal, "encode the IPAM configuration", err.Error())
+	}
+	return b, nil
 }
 
 // jsonKind names the JSON value a Go type decodes from.

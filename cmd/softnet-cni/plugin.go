@@ -102,12 +102,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 			if rerr := sw.removePort(ctx, name); rerr != nil {
 				err = alsoFailed(err, "removing the port", rerr)
 			}
-			if derr := invoke.DelegateDel(ctx, conf.IPAM.Type, args.StdinData, nil); derr != nil {
+			if derr := invoke.DelegateDel(ctx, conf.IPAM.Type, conf.ipamStdin, nil); derr != nil {
 				err = alsoFailed(err, "releasing the addresses", derr)
 			}
 		}
 	}()
-	r, err := invoke.DelegateAdd(ctx, conf.IPAM.Type, args.StdinData, nil)
+	r, err := invoke.DelegateAdd(ctx, conf.IPAM.Type, conf.ipamStdin, nil)
 	if err != nil {
 		return ipamError(conf, "ADD", err)
 	}
@@ -176,7 +176,7 @@ func cmdDel(args *skel.CmdArgs) error {
 	if err := ipam(conf, types.ErrInvalidNetworkConfig); err != nil {
 		return err
 	}
-	if err := invoke.DelegateDel(ctx, conf.IPAM.Type, args.StdinData, nil); err != nil {
+	if err := invoke.DelegateDel(ctx, conf.IPAM.Type, conf.ipamStdin, nil); err != nil {
 		return ipamError(conf, "DEL", err)
 	}
 	return perr
@@ -202,7 +202,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type, args.StdinData, nil); err != nil {
+	if err := invoke.DelegateCheck(ctx, conf.IPAM.Type, conf.ipamStdin, nil); err != nil {
 		return ipamError(conf, "CHECK", err)
 	}
 	failed := func(format string, a ...any) error {
@@ -274,7 +274,7 @@ func cmdStatus(args *skel.CmdArgs) error {
 	if err := ipam(conf, types.ErrPluginNotAvailable); err != nil {
 		return err
 	}
-	if err := invoke.DelegateStatus(ctx, conf.IPAM.Type, args.StdinData, nil); err != nil {
+	if err := invoke.DelegateStatus(ctx, conf.IPAM.Type, conf.ipamStdin, nil); err != nil {
 		return ipamError(conf, "STATUS", err)
 	}
 	return nil
@@ -318,7 +318,7 @@ func cmdGC(args *skel.CmdArgs) error {
 	}
 	if err := ipam(conf, types.ErrInvalidNetworkConfig); err != nil {
 		errs = append(errs, err)
-	} else if err := invoke.DelegateGC(ctx, conf.IPAM.Type, args.StdinData, nil); err != nil {
+	} else if err := invoke.DelegateGC(ctx, conf.IPAM.Type, conf.ipamStdin, nil); err != nil {
 		errs = append(errs, ipamError(conf, "GC", err))
 	}
 	switch len(errs) {

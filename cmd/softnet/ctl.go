@@ -151,7 +151,7 @@ members in).`,
 	version.Flags().BoolVar(&versionJSON, "json", false, "print JSON")
 
 	cmd.AddCommand(stats, config, version, newPortCmd(client), newRouteCmd(client), newFDBCmd(client), newDropsCmd(client), newCaptureCmd(client))
-	cmd.AddCommand(newShutdownCmd(client))
+	cmd.AddCommand(newShutdownCmd(client), newCtlAgentCmd())
 	return cmd
 }
 

@@ -55,7 +55,7 @@ programs and a drop reason for every lost packet.`,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagError(err)} })
-	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newLabCmd(), newVersionCmd())
+	root.AddCommand(newBenchCmd(), newSwitchCmd(), newCtlCmd(), newAgentCmd(), newLabCmd(), newVersionCmd())
 	// Without a command, the help; with an unknown one, a usage error
 	// (cobra's own is a plain error, which would exit 1).
 	root.Args = cobra.ArbitraryArgs

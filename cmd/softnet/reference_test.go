@@ -37,14 +37,20 @@ func referenceRows(t *testing.T, heading string, words int) []string {
 	return rows
 }
 
-// docs/reference.md lists exactly softnet switch's flags and softnet
-// ctl's commands.
+// docs/reference.md lists exactly softnet switch's and softnet agent's
+// flags and softnet ctl's commands.
 func TestReferenceListsEveryFlag(t *testing.T) {
 	var flags []string
 	newSwitchCmd().Flags().VisitAll(func(f *pflag.Flag) { flags = append(flags, "--"+f.Name) })
 	slices.Sort(flags)
 	if got := referenceRows(t, "## `softnet switch` flags", 1); !slices.Equal(got, flags) {
 		t.Errorf("reference: switch flags %q, the command's %q", got, flags)
+	}
+	flags = nil
+	newAgentCmd().Flags().VisitAll(func(f *pflag.Flag) { flags = append(flags, "--"+f.Name) })
+	slices.Sort(flags)
+	if got := referenceRows(t, "## `softnet agent` flags", 1); !slices.Equal(got, flags) {
+		t.Errorf("reference: agent flags %q, the command's %q", got, flags)
 	}
 	var cmds []string
 	var walk func(c *cobra.Command, path string)

@@ -119,7 +119,7 @@ func TestSwitchStateBad(t *testing.T) {
 		"two values":  {good + good, "more than one JSON value"},
 		"version":     {strings.Replace(good, `"version": 1`, `"version": 7`, 1), "version 7, want 1"},
 		"bad spec":    {strings.Replace(good, "tun:sb2", "tun:", 1), "port 1: port"},
-		"bad origin":  {strings.Replace(good, `"api"`, `"kernel"`, 1), `origin "kernel": want config or api`},
+		"bad origin":  {strings.Replace(good, `"api"`, `"kernel"`, 1), `origin "kernel": want config, api or agent`},
 		"other kinds": {strings.Replace(good, "tun:sb2", "tap:sb2", 1), "its ports and routes with the configuration's: mixing"},
 	} {
 		if err := os.WriteFile(state, []byte(c.text), 0o600); err != nil {

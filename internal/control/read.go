@@ -138,8 +138,8 @@ type Route struct {
 	Prefix string `json:"prefix"`
 	Port   string `json:"port"`
 	Via    string `json:"via,omitempty"` // a routed vxlan port's remote
-	// Origin is who made the route, as Port's; POST /v1/routes ignores
-	// it: a route made through the API is the API's.
+	// Origin is who made the route, as Port's; POST /v1/routes takes
+	// "api" (or none: "config" is the API's too) or "agent".
 	Origin string `json:"origin,omitempty"`
 }
 

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"softnet.dev/internal/vswitch"
 	"softnet.dev/internal/vswitch/portkind"
@@ -18,19 +20,51 @@ import (
 // hundred bytes.
 const maxBody = 64 << 10
 
+// maxChangeBody bounds a PATCH of a port's body, which may carry every
+// route to the port: a node agent's routes to the pod CIDRs of a
+// 5,000-node dual-stack cluster, with the remotes and fdb entries, are
+// about 1 MiB.
+const maxChangeBody = 4 << 20
+
 // PortRequest is the body of POST /v1/ports.
 type PortRequest struct {
 	Spec string `json:"spec"` // as --port takes it
 	// Pod is the pod whose network the port is (softnet-cni's), kept
 	// with the port and shown with it.
 	Pod *vswitch.Pod `json:"pod,omitempty"`
+	// Origin is who asks: "api" (or empty) or "agent", the node agent,
+	// whose ports and routes it keeps in step with the cluster. Either
+	// way a reload never touches the port.
+	Origin string `json:"origin,omitempty"`
+}
+
+// originOf reads a request's origin: empty or "api" for the API's,
+// "agent" for the node agent's; "config" (as GET shows it) is the API's
+// too, since only the configuration makes the configuration's.
+func originOf(s string) (vswitch.Origin, error) {
+	var o vswitch.Origin
+	if s == "" {
+		return vswitch.FromAPI, nil
+	}
+	if err := o.UnmarshalText([]byte(s)); err != nil {
+		return o, err
+	}
+	if o == vswitch.FromConfig {
+		o = vswitch.FromAPI
+	}
+	return o, nil
 }
 
 // decodeBody reads r's body, exactly one JSON value of at most maxBody
 // bytes with only the fields v has, into v. On error it has answered the
 // request.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	return decodeBodyOf(w, r, v, maxBody)
+}
+
+// decodeBodyOf is decodeBody with limit bytes at most.
+func decodeBodyOf(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
@@ -45,7 +79,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s %s: body larger than %d bytes", r.Method, r.URL.Path, maxBody))
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s %s: body larger than %d bytes", r.Method, r.URL.Path, limit))
 		return false
 	}
 	writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %s: body: %v", r.Method, r.URL.Path, err))
@@ -85,7 +119,10 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 	if req.Pod != nil {
 		spec.Pod = *req.Pod
 	}
-	spec.Origin = vswitch.FromAPI // a reload never touches it
+	if spec.Origin, err = originOf(req.Origin); err != nil { // a reload never touches it
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("port %s: %v", spec.Name, err))
+		return
+	}
 	if err := s.sw.AddPort(spec, caller(r)); err != nil {
 		writeRefusal(w, err)
 		return
@@ -100,10 +137,15 @@ func (s *Server) addPort(w http.ResponseWriter, r *http.Request) {
 }
 
 // PortChange is the body of PATCH /v1/ports/NAME: options as a --port
-// spec writes them, each replacing the port's of its key; an empty value
-// removes it (its default again).
+// spec writes them, each replacing the port's of its key (an option
+// given more than once, a vxlan port's remote=, with its values joined
+// by commas, as GET shows it); an empty value removes it (its default
+// again). With Routes (even empty), the routes to the port become
+// exactly those, made by Origin, in the same change.
 type PortChange struct {
 	Options map[string]string `json:"options"`
+	Routes  *[]Route          `json:"routes,omitempty"`
+	Origin  string            `json:"origin,omitempty"`
 }
 
 // changePort is PATCH /v1/ports/{name}: changes the port's options that
@@ -111,20 +153,44 @@ type PortChange struct {
 // live), without reopening it.
 func (s *Server) changePort(w http.ResponseWriter, r *http.Request) {
 	var req PortChange
-	if !decodeBody(w, r, &req) {
+	if !decodeBodyOf(w, r, &req, maxChangeBody) {
 		return
 	}
 	name := r.PathValue("name")
-	if len(req.Options) == 0 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(`port %s: want {"options": {"OPTION": "VALUE", ...}}`, name))
+	if len(req.Options) == 0 && req.Routes == nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`port %s: want {"options": {"OPTION": "VALUE", ...}} or "routes"`, name))
 		return
 	}
 	keys := slices.Sorted(maps.Keys(req.Options))
 	var opts []portkind.Field
 	for _, k := range keys {
-		opts = append(opts, portkind.Field{Key: k, Value: req.Options[k]})
+		// A spec's values never hold a comma: one joined by commas is
+		// the option given once for each.
+		for v := range strings.SplitSeq(req.Options[k], ",") {
+			opts = append(opts, portkind.Field{Key: k, Value: v})
+		}
 	}
-	if _, err := s.sw.ChangePort(name, opts, caller(r)); err != nil {
+	var err error
+	if req.Routes == nil {
+		_, err = s.sw.ChangePort(name, opts, caller(r))
+	} else {
+		var origin vswitch.Origin
+		if origin, err = originOf(req.Origin); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("port %s: %v", name, err))
+			return
+		}
+		routes := make([]vswitch.RouteSpec, 0, len(*req.Routes))
+		for _, rq := range *req.Routes {
+			rt, err := parseRoute(rq, name)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			routes = append(routes, rt)
+		}
+		_, err = s.sw.ChangePortRoutes(name, opts, routes, origin, caller(r))
+	}
+	if err != nil {
 		writeRefusal(w, err)
 		return
 	}
@@ -151,26 +217,37 @@ func (s *Server) addRoute(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	if req.Prefix == "" || req.Port == "" {
-		writeError(w, http.StatusBadRequest, `route: want {"prefix": "PREFIX", "port": "NAME"}`)
-		return
-	}
-	spec := req.Prefix + "=" + req.Port
-	if req.Via != "" {
-		spec += ",via=" + req.Via
-	}
-	rt, err := vswitch.ParseRoute(spec)
+	rt, err := parseRoute(req, req.Port)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rt.Origin = vswitch.FromAPI
+	if rt.Origin, err = originOf(req.Origin); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("route %s: %v", rt, err))
+		return
+	}
 	if err := s.sw.AddRoute(rt, caller(r)); err != nil {
 		writeRefusal(w, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/routes/"+rt.Prefix.String())
 	writeJSON(w, http.StatusCreated, routeOf(rt))
+}
+
+// parseRoute reads a route of a request to port (its own, or the one a
+// PATCH names, if it names none).
+func parseRoute(req Route, port string) (vswitch.RouteSpec, error) {
+	if req.Port == "" {
+		req.Port = port
+	}
+	if req.Prefix == "" || req.Port == "" || req.Port != port {
+		return vswitch.RouteSpec{}, fmt.Errorf(`route: want {"prefix": "PREFIX", "port": "%s"}`, cmp.Or(port, "NAME"))
+	}
+	spec := req.Prefix + "=" + req.Port
+	if req.Via != "" {
+		spec += ",via=" + req.Via
+	}
+	return vswitch.ParseRoute(spec)
 }
 
 // removeRoute is DELETE /v1/routes/{prefix...}: the prefix as it is

@@ -44,6 +44,7 @@ func RequireTools(t testing.TB, tools ...string) {
 var toolPackages = map[string]string{
 	"busybox":            "busybox-static",
 	"dpdk-testpmd":       "dpdk-dev",
+	"etcd":               "etcd-server",
 	"ethtool":            "ethtool",
 	"ip":                 "iproute2",
 	"iperf3":             "iperf3",

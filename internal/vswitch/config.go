@@ -32,37 +32,47 @@ type RouteSpec struct {
 }
 
 // Origin is who made a port or a route: the configuration (its file and
-// the command line's flags), which a reload makes what the file says,
-// or the control API, which a reload never touches. Services, filters
-// and the worker count come only from the configuration.
+// the command line's flags), which a reload makes what the file says;
+// the control API; or the node agent (softnet agent, through the
+// control API, saying so), which keeps its own port, routes and peers
+// in step with the cluster. A reload never touches what the API or the
+// agent made. Services, filters and the worker count come only from
+// the configuration.
 type Origin uint8
 
 const (
 	FromConfig Origin = iota
 	FromAPI
+	FromAgent
 )
 
+// origins are the origins' names, as the state file and the API write
+// them.
+var origins = [...]string{FromConfig: "config", FromAPI: "api", FromAgent: "agent"}
+
 func (o Origin) String() string {
-	if o == FromAPI {
-		return "api"
+	if int(o) < len(origins) {
+		return origins[o]
 	}
 	return "config"
 }
 
-// MarshalText writes "config" or "api".
+// Live says whether what o made is the running switch's own, made while
+// it ran (the API's, the agent's), which a reload keeps as it is.
+func (o Origin) Live() bool { return o != FromConfig }
+
+// MarshalText writes "config", "api" or "agent".
 func (o Origin) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
 // UnmarshalText reads what MarshalText writes.
 func (o *Origin) UnmarshalText(b []byte) error {
-	switch string(b) {
-	case "config":
-		*o = FromConfig
-	case "api":
-		*o = FromAPI
-	default:
-		return fmt.Errorf("origin %q: want config or api", b)
+	for i, name := range origins {
+		if string(b) == name {
+			*o = Origin(i)
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("origin %q: want config, api or agent", b)
 }
 
 // Config is everything `softnet switch` needs.

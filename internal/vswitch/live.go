@@ -191,31 +191,12 @@ func (sw *Switch) ChangePort(name string, opts []portkind.Field, by slog.Attr) (
 		return PortSpec{}, fmt.Errorf("port %s: %w", name, ErrNotFound)
 	}
 	lp := sw.ports[i]
-	given := map[string]bool{}
-	for _, o := range opts {
-		given[o.Key] = true
-	}
-	var fields []portkind.Field
-	for _, f := range lp.spec.fields() {
-		if !given[f.Key] {
-			fields = append(fields, f)
-		}
-	}
-	for _, o := range opts {
-		if o.Value != "" {
-			fields = append(fields, o)
-		}
-	}
-	spec, err := newPort(lp.spec.Kind, name, fields, nil)
+	spec, err := sw.changedSpec(lp, opts)
 	if err != nil {
-		return PortSpec{}, fmt.Errorf("port %s: %w: %w", name, ErrInvalid, err)
+		return PortSpec{}, err
 	}
-	spec.at, spec.Origin, spec.Kept = lp.spec.at, lp.spec.Origin, lp.spec.Kept
-	switch lp.reloadTo(spec) {
-	case kept:
+	if lp.reloadTo(spec) == kept {
 		return spec, nil
-	case reopened:
-		return PortSpec{}, fmt.Errorf("port %s: %w: %s does not change in place; remove the port and add it again", name, ErrRestart, spec)
 	}
 	next := sw.cfg.clone()
 	next.Ports[i] = spec

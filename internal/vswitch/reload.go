@@ -78,7 +78,7 @@ type Note struct {
 // Merge returns the configuration a switch that runs running is to
 // run once file, the configuration's own (its file and flags), is
 // applied: file's ports and routes, marked FromConfig, then those of
-// running that the control API made (FromAPI), unchanged; file's
+// running that the control API or the agent made (Origin.Live), unchanged; file's
 // workers, services and filters. What the API made is never replaced:
 // a port of file named as one the API made is not applied (nor file's
 // routes to it), nor a route of file to a prefix the API routed; a
@@ -89,13 +89,13 @@ func Merge(running, file Config) (Config, []Note) {
 	var notes []Note
 	api := map[string]PortSpec{}
 	for _, p := range running.Ports {
-		if p.Origin == FromAPI {
+		if p.Origin.Live() {
 			api[p.Name] = p
 		}
 	}
 	apiRoutes := map[netip.Prefix]RouteSpec{}
 	for _, rt := range running.Routes {
-		if rt.Origin == FromAPI {
+		if rt.Origin.Live() {
 			apiRoutes[rt.Prefix] = rt
 		}
 	}
@@ -122,12 +122,12 @@ func Merge(running, file Config) (Config, []Note) {
 		}
 	}
 	for _, p := range running.Ports {
-		if p.Origin == FromAPI {
+		if p.Origin.Live() {
 			out.Ports = append(out.Ports, p)
 		}
 	}
 	for _, rt := range running.Routes {
-		if rt.Origin != FromAPI {
+		if !rt.Origin.Live() {
 			continue
 		}
 		if out.portIndex(rt.Port) < 0 {

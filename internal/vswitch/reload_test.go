@@ -85,9 +85,9 @@ func TestMergeKeepsTheAPIs(t *testing.T) {
 		return r
 	}
 	running := Config{
-		Ports: []PortSpec{port("tun:a", FromConfig), port("tun:b", FromConfig), port("tun:c,netns=x", FromAPI), port("tun:d", FromAPI)},
+		Ports: []PortSpec{port("tun:a", FromConfig), port("tun:b", FromConfig), port("tun:c,netns=x", FromAPI), port("tun:d", FromAPI), port("tun:g", FromAgent)},
 		Routes: []RouteSpec{route("198.18.1.0/24=a", FromConfig), route("198.18.3.0/24=c", FromAPI),
-			route("198.18.2.0/24=b", FromAPI), route("198.18.4.0/24=a", FromAPI)},
+			route("198.18.2.0/24=b", FromAPI), route("198.18.4.0/24=a", FromAPI), route("198.18.6.0/24=g", FromAgent)},
 		Workers: 1,
 	}
 	// The file drops b (and with it the API's route to b), names c
@@ -107,10 +107,10 @@ func TestMergeKeepsTheAPIs(t *testing.T) {
 	for _, r := range got.Routes {
 		routes = append(routes, r.String()+" "+r.Origin.String())
 	}
-	if want := []string{"tun:a config", "tun:e config", "tun:c,netns=x api", "tun:d api"}; !slices.Equal(ports, want) {
+	if want := []string{"tun:a config", "tun:e config", "tun:c,netns=x api", "tun:d api", "tun:g agent"}; !slices.Equal(ports, want) {
 		t.Errorf("ports %q, want %q", ports, want)
 	}
-	if want := []string{"198.18.1.0/24=a config", "198.18.3.0/24=c api", "198.18.4.0/24=a api"}; !slices.Equal(routes, want) {
+	if want := []string{"198.18.1.0/24=a config", "198.18.3.0/24=c api", "198.18.4.0/24=a api", "198.18.6.0/24=g agent"}; !slices.Equal(routes, want) {
 		t.Errorf("routes %q, want %q", routes, want)
 	}
 	if got.Workers != 2 {

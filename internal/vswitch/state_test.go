@@ -19,13 +19,13 @@ func TestStateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Ports[1].Origin, cfg.Routes[1].Origin = FromAPI, FromAPI
+	cfg.Ports[1].Origin, cfg.Routes[1].Origin, cfg.Routes[0].Origin = FromAPI, FromAPI, FromAgent
 	cfg.Ports[1].Pod = Pod{Namespace: "shop", Name: "web-0", InfraContainerID: "9e9e"}
 	got, err := ParseState("s", cfg.MarshalState())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Text() != cfg.Text() || got.Ports[0].Origin != FromConfig || got.Ports[1].Origin != FromAPI || got.Routes[1].Origin != FromAPI || got.Routes[0].Origin != FromConfig ||
+	if got.Text() != cfg.Text() || got.Ports[0].Origin != FromConfig || got.Ports[1].Origin != FromAPI || got.Routes[1].Origin != FromAPI || got.Routes[0].Origin != FromAgent ||
 		!got.Ports[0].Pod.IsZero() || got.Ports[1].Pod != cfg.Ports[1].Pod {
 		t.Errorf("read back\n%s%v, want\n%s", got.Text(), got, cfg.Text())
 	}

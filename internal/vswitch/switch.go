@@ -53,7 +53,7 @@ type Tuning struct {
 	// the next one adopts those its state says are kept (PortSpec.Kept).
 	// Close still removes them, unless KeepGuests.
 	Persist bool
-	// Restore makes Open leave out a port the API made (FromAPI) whose
+	// Restore makes Open leave out a port the API or agent made (Live) whose
 	// device cannot be opened, with its routes, rather than fail: a
 	// switch restoring its state, whose guest went away while no switch
 	// ran. Skipped lists them.
@@ -327,7 +327,7 @@ func (sw *Switch) openPorts() error {
 		switch {
 		case errs[i] == nil:
 			sw.ports = append(sw.ports, opened[i])
-		case sw.tuning.Restore && spec.Origin == FromAPI:
+		case sw.tuning.Restore && spec.Origin.Live():
 			sw.skipped = append(sw.skipped, Skipped{spec, errs[i]})
 		default:
 			failed = append(failed, errs[i])
