@@ -71,6 +71,7 @@ func (q *rxQueue) join(c *buffer.Cache) {
 	budgets.Unlock()
 	b.queues = append(b.queues, q)
 	q.budget = b
+	q.need = q.p.piecesPerFrame()
 	b.resize()
 }
 
@@ -103,7 +104,7 @@ func (b *fillBudget) resize() {
 	b.floor = min(max(b.shared/len(b.queues), minFloor), maxFloor, max(FloorBuffers/len(b.queues), 1))
 	b.extra = 0
 	for _, q := range b.queues {
-		q.target = max(q.target, b.floor)
+		q.target = max(q.target, b.floor, q.need)
 		b.extra += max(0, q.lent-b.floor)
 	}
 }
@@ -117,12 +118,15 @@ func (b *fillBudget) lend(q *rxQueue, k int) {
 
 // allowance is how many more buffers q may lend now: up to its target,
 // the part above the floor taken from what the worker's queues share.
+// A queue may always lend what its longest frame takes, even above a
+// floor that many ports made smaller: with less it could receive
+// nothing at all.
 func (b *fillBudget) allowance(q *rxQueue) int {
 	want := q.target - q.lent
 	if want <= 0 {
 		return 0
 	}
-	own := max(0, b.floor-q.lent)
+	own := max(0, max(b.floor, q.need)-q.lent)
 	if want > own {
 		want = own + min(want-own, max(0, b.shared-b.extra))
 	}

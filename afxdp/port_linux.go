@@ -336,6 +336,17 @@ func purge(c *buffer.Cache, p *Port, lent []uint64) int {
 	return n
 }
 
+// piecesPerFrame is how many UMEM frames the longest frame the interface
+// may send takes: more than one only on a multi-buffer socket (without
+// it the kernel drops such a frame as too long). It follows the MTU.
+func (p *Port) piecesPerFrame() int {
+	if !p.sg {
+		return 1
+	}
+	room := p.slab.Frame - xdpHeadroom
+	return (int(p.link.maxFrame.Load()) + room - 1) / room
+}
+
 func (p *Port) downError(op string) error {
 	why := "closed"
 	if p.link.gone.Load() {

@@ -40,6 +40,7 @@ type rxQueue struct {
 	lent   int
 	target int
 	calm   int
+	need   int // fill frames the longest frame takes (its pieces)
 	budget *fillBudget
 	pieces []*buffer.Buf // of a multi-buffer frame being received
 	notify func()
@@ -85,8 +86,12 @@ func (q *rxQueue) reap(c *buffer.Cache, bufs []*buffer.Buf) (n, bytes int) {
 	if avail == 0 {
 		return 0, 0
 	}
-	// The kernel took every frame it was lent: the queue needs more.
-	dry := q.s.fill.cons.Load() == q.s.fill.local
+	// The kernel took every frame it was lent, or left fewer than the
+	// longest frame takes (it drops a multi-buffer frame it cannot
+	// place whole, counting it in rx_dropped, not as a fill-ring miss):
+	// the queue needs more.
+	q.need = q.p.piecesPerFrame()
+	dry := int(q.s.fill.local-q.s.fill.cons.Load()) < q.need
 	i := uint32(0)
 	for ; i < avail && n < len(bufs); i++ {
 		d := r.desc(r.local + i)
@@ -199,7 +204,7 @@ func (q *rxQueue) steer(dry bool) {
 		q.calm = 0
 	case int(q.s.fill.local-q.s.fill.cons.Load()) >= q.target/2:
 		if q.calm++; q.calm >= shrinkAfter {
-			q.target = max(q.target/2, q.budget.floor)
+			q.target = max(q.target/2, q.budget.floor, q.need)
 			q.calm = 0
 		}
 	}
@@ -207,9 +212,9 @@ func (q *rxQueue) steer(dry bool) {
 
 // refill lends the fill ring frames up to the queue's allowance, taken
 // from c in bulk, and published with one store. A queue left with
-// nothing to receive into asks to be polled again (its socket would
-// never become readable), and the worker, whose cache just ran dry,
-// waits for buffers to come home before it does.
+// too few frames to receive the longest frame into asks to be polled
+// again (its socket would never become readable), and the worker, whose
+// cache just ran dry, waits for buffers to come home before it does.
 func (q *rxQueue) refill(c *buffer.Cache) {
 	b, fill := q.budget, q.s.fill
 	want := b.allowance(q)
@@ -231,7 +236,7 @@ func (q *rxQueue) refill(c *buffer.Cache) {
 		b.lend(q, k)
 		want -= k
 	}
-	if q.lent == 0 && q.notify != nil {
+	if q.lent < q.need && q.notify != nil {
 		q.notify()
 	}
 	if fill.needWakeup() {
@@ -245,11 +250,12 @@ func (q *rxQueue) refill(c *buffer.Cache) {
 func (q *rxQueue) FD() int { return q.s.fd }
 
 // Arm implements port.Waiter. The socket is level-triggered, so there is
-// nothing to arm. A queue with no frame lent has nothing to wait for,
-// and one whose interface is gone must be polled to say so (its socket
-// never becomes readable again): both say they are pending.
+// nothing to arm. A queue with too few frames lent for the longest
+// frame may wait for nothing (the kernel drops what it cannot place
+// whole), and one whose interface is gone must be polled to say so (its
+// socket never becomes readable again): both say they are pending.
 func (q *rxQueue) Arm() bool {
-	return q.s.rx.pending() || q.lent == 0 || q.p.link.gone.Load()
+	return q.s.rx.pending() || q.lent < q.need || q.p.link.gone.Load()
 }
 
 // Disarm implements port.Waiter.

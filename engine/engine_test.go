@@ -301,6 +301,11 @@ func TestIdleWorkerSleepsAndWakes(t *testing.T) {
 	if got := r.recv(1, 1, 10*time.Second); len(got) != 1 {
 		t.Fatal("sleeping worker did not wake for a packet")
 	}
+	// Without busy polling a worker sleeps after IdlePolls empty rounds
+	// and never yields.
+	if s := r.stats(func(s Stats) bool { return s.Workers[0].Sleeps > s2.Workers[0].Sleeps }); s.Workers[0].Yields != 0 {
+		t.Fatalf("%d yields without busy polling", s.Workers[0].Yields)
+	}
 }
 
 // With BusyPoll a worker that found nothing still sleeps after IdlePolls
@@ -328,8 +333,15 @@ func TestBusyPoll(t *testing.T) {
 	if s2.Workers[0].Sleeps <= s1.Workers[0].Sleeps {
 		t.Fatal("worker never slept again after its busy period")
 	}
-	if idle := s2.Workers[0].IdleRounds - s1.Workers[0].IdleRounds; idle <= 4*DefaultIdlePolls {
+	// It busy-polled: many idle rounds, each past IdlePolls offering its
+	// CPU to other threads, unless one took it (a loaded machine), which
+	// ends the busy period early (TestBusyPollYieldsToContention).
+	idle, y := s2.Workers[0].IdleRounds-s1.Workers[0].IdleRounds, s2.Workers[0].Yields-s1.Workers[0].Yields
+	if s2.Workers[0].Contended == s1.Workers[0].Contended && idle <= 4*DefaultIdlePolls {
 		t.Fatalf("%d idle rounds after a packet: the worker did not busy-poll", idle)
+	}
+	if y == 0 || y > idle {
+		t.Fatalf("%d yields in %d idle rounds of busy polling", y, idle)
 	}
 }
 

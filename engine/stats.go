@@ -15,6 +15,8 @@ const (
 	wBusyRounds           // rounds that found packets
 	wIdleRounds           // rounds that found none
 	wSleeps               // times the worker slept in epoll_wait
+	wYields               // times a busy-polling worker yielded its CPU between empty rounds
+	wContended            // busy polls ended early: a yield gave the CPU to another thread
 	wStarved              // rounds that found the pool empty and waited for buffers
 	wPanics               // program panics (each cost a batch)
 	wBatchSizes           // numBatchBuckets histogram counters follow
@@ -40,10 +42,15 @@ const numBatchBuckets = 9 // 1, 2-3, 4-7, …, 128-255, 256+
 
 // WorkerStats are one worker's counters.
 type WorkerStats struct {
-	Rounds     uint64            `json:"rounds"`
-	BusyRounds uint64            `json:"busy_rounds"`
-	IdleRounds uint64            `json:"idle_rounds"`
-	Sleeps     uint64            `json:"sleeps"`
+	Rounds     uint64 `json:"rounds"`
+	BusyRounds uint64 `json:"busy_rounds"`
+	IdleRounds uint64 `json:"idle_rounds"`
+	Sleeps     uint64 `json:"sleeps"`
+	// Yields counts busy polling's empty rounds that offered the CPU to
+	// other threads; Contended the busy polls ended early because one
+	// took it (the worker then slept).
+	Yields     uint64            `json:"yields"`
+	Contended  uint64            `json:"contended"`
 	Starved    uint64            `json:"starved"` // waits for buffers: the pool was empty, packets waited
 	Panics     uint64            `json:"program_panics"`
 	BatchSizes map[string]uint64 `json:"batch_sizes"` // "lo-hi" -> bursts
@@ -90,7 +97,7 @@ func (e *Engine) Stats() Stats {
 		pub.AddTo(vals)
 		ws := WorkerStats{
 			Rounds: vals[wRounds], BusyRounds: vals[wBusyRounds], IdleRounds: vals[wIdleRounds],
-			Sleeps: vals[wSleeps], Starved: vals[wStarved], Panics: vals[wPanics], BatchSizes: map[string]uint64{},
+			Sleeps: vals[wSleeps], Yields: vals[wYields], Contended: vals[wContended], Starved: vals[wStarved], Panics: vals[wPanics], BatchSizes: map[string]uint64{},
 			Thread: int(w.thread.Load()),
 		}
 		for i := range numBatchBuckets {

@@ -372,7 +372,7 @@ func (w *worker) run(wg *sync.WaitGroup) {
 			// failed retries later.
 			w.starve()
 			idle = 0
-		case idle >= cfg.IdlePolls && (cfg.BusyPoll == 0 || w.busyPollOver(lastWork, rounds)):
+		case idle >= cfg.IdlePolls && (cfg.BusyPoll == 0 || w.busyPollOver(lastWork, rounds) || w.contended()):
 			w.sleep()
 			idle, busy, lastWork = 0, false, time.Time{}
 		}
@@ -392,6 +392,33 @@ func (w *worker) busyPollOver(lastWork time.Time, rounds int) bool {
 		return false
 	}
 	return time.Since(lastWork) >= w.e.cfg.BusyPoll
+}
+
+// yieldSwitched is how long a sched_yield(2) that returns at once may
+// take at most: longer, and another thread ran in between. A system
+// call takes well under a microsecond, and a thread given the CPU keeps
+// it for a time slice (milliseconds) or until it blocks.
+const yieldSwitched = 20 * time.Microsecond
+
+// contended is how busy polling ends early, as the kernel's does when
+// another task needs the CPU (napi_busy_loop stops on need_resched): it
+// yields the worker's CPU to whatever else is runnable on it, and
+// reports whether something was, that is whether the yield gave the CPU
+// away. Then the worker sleeps until its descriptors wake it. On a
+// machine with fewer CPUs than busy threads, those are the guests that
+// make and take the packets (a sending application, a receiving one's
+// socket), and a worker that spins through their time slice only waits
+// longer for their next packets; on one with CPUs to spare the yield
+// returns at once and the worker polls on.
+func (w *worker) contended() bool {
+	w.ctr[wYields]++
+	start := time.Now()
+	unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	if time.Since(start) < yieldSwitched {
+		return false
+	}
+	w.ctr[wContended]++
+	return true
 }
 
 // starveWait bounds a starved worker's wait: kicks from remote frees end

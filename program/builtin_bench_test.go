@@ -120,6 +120,57 @@ func BenchmarkL3ForwarderRoutes(b *testing.B) {
 	benchProgram(b, f, e.batch(packet.L3, 5, 0, fills...))
 }
 
+// A cluster network's node (issue 34): the node's own pod CIDRs to its
+// pods' port, every other node's via the overlay port (what softnet
+// agent programs: an IPv4 /25 out of 198.18.0.0/15 and an IPv6 /64 per
+// node), and the default routes to the node's own port. 64 packets from
+// a pod to pods on 64 other nodes (2 with 3 nodes), IPv4 or IPv6: the
+// per-packet cost with 3 nodes' routes and with 1,000's, whose lookups
+// probe the same prefix lengths, so it should not change.
+func BenchmarkL3ForwarderClusterRoutes(b *testing.B) {
+	const pods, overlay, node = 1, 2, 3
+	cidrs := func(i int) (netip.Prefix, netip.Prefix) {
+		v4 := 198<<24 | 18<<16 + uint32(i)*128
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v4 >> 24), byte(v4 >> 16), byte(v4 >> 8), byte(v4)}), 25),
+			netip.MustParsePrefix(fmt.Sprintf("2001:db8:0:%x::/64", i))
+	}
+	for _, nodes := range []int{3, 1000} {
+		routes := []Route{{netip.MustParsePrefix("0.0.0.0/0"), node}, {netip.MustParsePrefix("::/0"), node}}
+		for i := range nodes {
+			port := overlay
+			if i == 0 {
+				port = pods
+			}
+			v4, v6 := cidrs(i)
+			routes = append(routes, Route{v4, port}, Route{v6, port})
+		}
+		for _, family := range []string{"ipv4", "ipv6"} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, family), func(b *testing.B) {
+				e := newPktEnv(b)
+				f := newForwarder(b, L3Config{NoLearn: true, Routes: routes})
+				src4, src6 := cidrs(0)
+				var fills []func([]byte) int
+				for i := range benchBatch {
+					v4, v6 := cidrs(1 + i%(nodes-1))
+					src, dst := src4.Addr().Next(), v4.Addr().Next().Next()
+					if family == "ipv6" {
+						src, dst = src6.Addr().Next(), v6.Addr().Next().Next()
+					}
+					fills = append(fills, udp(src.String(), dst.String()))
+				}
+				batch := e.batch(packet.L3, pods, 0, fills...)
+				f.Run(batch)
+				for i := range benchBatch {
+					if v := batch.Verdicts[i]; v != RedirectVerdict(overlay) {
+						b.Fatalf("packet %d: verdict %v, want the overlay port", i, v)
+					}
+				}
+				benchProgram(b, f, batch)
+			})
+		}
+	}
+}
+
 // The switch's case: every port's subnet is routed to it and each port
 // may send only from its own (port security in front of the forwarder,
 // which learns nothing): 64 packets from one port to hosts behind four

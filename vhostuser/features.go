@@ -11,7 +11,7 @@ var featureNames = []struct {
 }{
 	{featCsum, "csum"}, {featGuestCsum, "guest_csum"}, {featGuestTSO4, "guest_tso4"}, {featGuestTSO6, "guest_tso6"},
 	{featHostTSO4, "host_tso4"}, {featHostTSO6, "host_tso6"}, {featMrgRxbuf, "mrg_rxbuf"}, {featMQ, "mq"},
-	{featEventIdx, "event_idx"}, {featProtocol, "protocol_features"}, {featVersion1, "version_1"},
+	{featEventIdx, "event_idx"}, {featProtocol, "protocol_features"}, {featVersion1, "version_1"}, {featInOrder, "in_order"},
 }
 
 // FeatureNames names the virtio feature bits f (Stats.Features), in

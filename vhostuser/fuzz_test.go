@@ -128,16 +128,19 @@ func FuzzSession(f *testing.F) {
 		a = binary.LittleEndian.AppendUint64(a, avail)
 		return binary.LittleEndian.AppendUint64(a, 0)
 	}
-	var seed []byte
-	seed = append(seed, make([]byte, sessionMem)...)
-	seed = append(seed, msg(reqSetFeatures, u64Payload(featVersion1|featMrgRxbuf))...)
-	for r := range uint32(2) {
-		base := uint64(0x10000 + r*0x800)
-		seed = append(seed, msg(reqSetVringNum, statePayload(vringState{r, 16}))...)
-		seed = append(seed, msg(reqSetVringAddr, addr(r, base, base+0x400, base+0x200))...)
-		seed = append(seed, msg(reqSetVringKick, u64Payload(uint64(r)|vringNoFD))...)
+	// The same session with split rings, and with them in order.
+	for _, features := range []uint64{featVersion1 | featMrgRxbuf, featVersion1 | featMrgRxbuf | featInOrder} {
+		var seed []byte
+		seed = append(seed, make([]byte, sessionMem)...)
+		seed = append(seed, msg(reqSetFeatures, u64Payload(features))...)
+		for r := range uint32(2) {
+			base := uint64(0x10000 + r*0x800)
+			seed = append(seed, msg(reqSetVringNum, statePayload(vringState{r, 16}))...)
+			seed = append(seed, msg(reqSetVringAddr, addr(r, base, base+0x400, base+0x200))...)
+			seed = append(seed, msg(reqSetVringKick, u64Payload(uint64(r)|vringNoFD))...)
+		}
+		f.Add(seed)
 	}
-	f.Add(seed)
 	pool, err := buffer.NewPool(buffer.Config{})
 	if err != nil {
 		f.Fatal(err)

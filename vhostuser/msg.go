@@ -71,10 +71,11 @@ const (
 	featEventIdx      = 1 << 29 // VIRTIO_RING_F_EVENT_IDX
 	featProtocol      = 1 << 30 // VHOST_USER_F_PROTOCOL_FEATURES
 	featVersion1      = 1 << 32 // VIRTIO_F_VERSION_1
+	featInOrder       = 1 << 35 // VIRTIO_F_IN_ORDER: buffers are used in the order they were made available
 	protoMQ           = 1 << 0  // VHOST_USER_PROTOCOL_F_MQ
 	protoReplyAck     = 1 << 3  // VHOST_USER_PROTOCOL_F_REPLY_ACK
 	offloadFeatures   = featCsum | featGuestCsum | featGuestTSO4 | featGuestTSO6 | featHostTSO4 | featHostTSO6
-	baseFeatures      = featMrgRxbuf | featEventIdx | featProtocol | featVersion1
+	baseFeatures      = featMrgRxbuf | featEventIdx | featProtocol | featVersion1 | featInOrder
 	baseProtocolFeats = protoReplyAck
 )
 

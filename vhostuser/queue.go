@@ -39,6 +39,7 @@ func (r *split) setFeatures(f uint64) {
 		r.hdrLen = hdrMrg
 	}
 	r.mergeable = f&featMrgRxbuf != 0
+	r.inOrder = f&featInOrder != 0
 	r.eventIdx = f&featEventIdx != 0
 	r.fromGuest, r.toGuest = 0, 0
 	if f&featCsum != 0 {
@@ -159,6 +160,7 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		return 0
 	}
 	start := r.usedIdx
+	var last uint16 // the burst's last head
 	for k := range spare {
 		b := spare[k]
 		spare[k] = nil
@@ -168,8 +170,12 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		budget := int(r.num)
 		segs, total, werr := walk(r.desc, r.num, r.mem, head, false, maxBytesPerPacket, &budget, r.segs[:0])
 		// Completed whatever it held: the guest gets every buffer back.
-		r.putUsed(r.usedIdx, head, 0)
+		// In order, the burst's last entry stands for all (below).
+		if !r.inOrder {
+			r.putUsed(r.usedIdx, head, 0)
+		}
 		r.usedIdx++
+		last = head
 		if werr != walkOK {
 			reason := drop.DevHdr
 			if werr == walkTooBig {
@@ -195,6 +201,9 @@ func (q *rxQueue) receive(c *buffer.Cache, r *split, bufs []*buffer.Buf) int {
 		bufs[q.got] = b
 		q.got++
 		q.cur = nil
+	}
+	if r.inOrder {
+		r.putUsed(r.usedIdx-1, last, 0)
 	}
 	r.publishUsed()
 	q.p.call(q.v, r, start, &q.ctr)

@@ -76,6 +76,13 @@ type split struct {
 	hdrLen    int  // the virtio-net header's length
 	mergeable bool // a packet may span receive chains
 	eventIdx  bool // VIRTIO_RING_F_EVENT_IDX
+	// inOrder: VIRTIO_F_IN_ORDER, the device uses the driver's chains in
+	// the order it made them available (as it always does), and a batch
+	// of chains completes with one used entry, the batch's last: the
+	// driver knows the chains before it from that order (the virtio
+	// spec's in-order rule). Only where the driver needs no lengths: the
+	// chains of packets from the guest.
+	inOrder   bool
 	fromGuest port.Offloads
 	toGuest   port.Offloads
 

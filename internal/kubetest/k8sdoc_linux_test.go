@@ -2,27 +2,14 @@ package kubetest
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
-
-	"softnet.dev/internal/docblock"
 )
 
 // k8sPage is the page whose manifests TestManifestsFromDocs applies.
@@ -41,8 +28,7 @@ func TestManifestsFromDocs(t *testing.T) {
 	ctx := context.Background()
 	admin := s.Client(t, Admin)
 
-	objs := manifestsFromDocs(t)
-	apply(t, s, objs)
+	objs := s.ApplyPage(t, k8sPage)
 
 	// The agent's own node and another, as the controller manager and
 	// kubelet would have made them.
@@ -143,75 +129,5 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	}
 	if !spec.HostNetwork {
 		t.Errorf("DaemonSet %s: not hostNetwork", ds.Name)
-	}
-}
-
-// manifest is an object of the page, with the line of its block.
-type manifest struct {
-	*unstructured.Unstructured
-	line int
-}
-
-// manifestsFromDocs returns the objects of every YAML block of the page,
-// in order.
-func manifestsFromDocs(t *testing.T) []manifest {
-	t.Helper()
-	blocks, err := docblock.All(k8sPage, "yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(blocks) == 0 {
-		t.Fatalf("%s has no yaml block", k8sPage)
-	}
-	var objs []manifest
-	for _, b := range blocks {
-		dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(strings.Join(b.Lines, "\n")), 4096)
-		for {
-			o := &unstructured.Unstructured{}
-			err := dec.Decode(&o.Object)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s:%d: %v", k8sPage, b.Line, err)
-			}
-			if len(o.Object) == 0 {
-				continue // an empty document, between two ---
-			}
-			objs = append(objs, manifest{o, b.Line})
-		}
-	}
-	return objs
-}
-
-// apply creates each object as the administrator would with kubectl,
-// validating fields strictly.
-func apply(t *testing.T, s *Server, objs []manifest) {
-	t.Helper()
-	cfg := s.Config(t, Admin)
-	disc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc.Discovery()))
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		where := fmt.Sprintf("%s:%d: %s %s", k8sPage, o.line, o.GetKind(), o.GetName())
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
-		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
-		_, err = r.Create(context.Background(), o.Unstructured, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
-		if err != nil {
-			t.Errorf("%s: %v", where, err)
-		}
 	}
 }

@@ -158,10 +158,8 @@ func Start(t testing.TB, users ...User) *Server {
 			"--profiling=false",
 		},
 	}
-	begin := time.Now()
 	s.StartEtcd(t)
 	s.StartAPIServer(t)
-	t.Logf("kubetest: etcd and kube-apiserver %s ready at %s in %v", KubernetesVersion, s.URL, time.Since(begin).Round(time.Millisecond))
 	return s
 }
 
@@ -251,12 +249,14 @@ func (s *Server) StopAPIServer(t testing.TB) {
 // until its /readyz answers ok (which needs etcd).
 func (s *Server) StartAPIServer(t testing.TB) {
 	t.Helper()
+	begin := time.Now()
 	if err := s.apiserver.start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.waitReady(s.apiserver, s.URL+"/readyz", s.tokens[Admin.Name]); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kubetest: kube-apiserver %s ready at %s in %v", KubernetesVersion, s.URL, time.Since(begin).Round(time.Millisecond))
 }
 
 // StopEtcd kills etcd (SIGKILL) and waits until it has exited. The API
@@ -272,21 +272,25 @@ func (s *Server) StopEtcd(t testing.TB) {
 // and waits until it reports itself healthy.
 func (s *Server) StartEtcd(t testing.TB) {
 	t.Helper()
+	begin := time.Now()
 	if err := s.etcd.start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.waitReady(s.etcd, s.etcdURL+"/health", ""); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kubetest: etcd ready at %s in %v", s.etcdURL, time.Since(begin).Round(time.Millisecond))
 }
 
 // WaitReady waits until the API server's /readyz answers ok again, as it
 // does once etcd is back after StopEtcd and StartEtcd.
 func (s *Server) WaitReady(t testing.TB) {
 	t.Helper()
+	begin := time.Now()
 	if err := s.waitReady(s.apiserver, s.URL+"/readyz", s.tokens[Admin.Name]); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kubetest: kube-apiserver ready again in %v", time.Since(begin).Round(time.Millisecond))
 }
 
 // waitReady polls url until it answers 200, p exits or readyTimeout
