@@ -17,7 +17,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -99,20 +98,9 @@ func newCluster(t testing.TB) *cluster {
 	api := kubetest.Start(t)
 	c := &cluster{t: t, api: api, admin: api.Client(t, kubetest.Admin), bin: binaries(t), hub: netnstest.New(t)}
 	c.network = fmt.Sprintf("softnet-agent-%d", os.Getpid())
-	// The agent's ClusterRole, as docs/kubernetes.md has it: read every
-	// Node, patch (its own node's annotations).
-	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "softnet-agent-test"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}}}}
-	if _, err := c.admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "softnet-agent-test"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "kube-system", Name: "softnet"}}}
-	if _, err := c.admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The agent's ServiceAccount, ClusterRole and binding (and the
+	// DaemonSet, which nothing runs here) as docs/kubernetes.md has them.
+	api.ApplyPage(t, "../../docs/kubernetes.md")
 	c.kc = api.Kubeconfig(t, kubetest.Agent)
 	c.hubExec("ip", "link", "add", "br0", "type", "bridge")
 	c.hubExec("ip", "link", "set", "br0", "up")
