@@ -94,7 +94,7 @@ type node struct {
 }
 
 func newCluster(t testing.TB) *cluster {
-	netnstest.RequireTools(t, "ping")
+	netnstest.RequireTools(t, "ping", "ip", "sysctl")
 	api := kubetest.Start(t)
 	c := &cluster{t: t, api: api, admin: api.Client(t, kubetest.Admin), bin: binaries(t), hub: netnstest.New(t)}
 	c.network = fmt.Sprintf("softnet-agent-%d", os.Getpid())
