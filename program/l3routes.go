@@ -31,6 +31,21 @@ func (r Route) validate() (Route, error) {
 	return r, nil
 }
 
+// PrefixTable is the forwarder's longest-prefix-match table for other
+// users of routes: prefixes to values (a routed vxlan port's routes to
+// their next hops). Immutable; a lookup allocates nothing and costs a
+// probe per distinct prefix length, whatever the number of routes.
+type PrefixTable struct{ t *routeTable }
+
+// NewPrefixTable returns the table of values, whose prefixes are
+// masked (netip.Prefix.Masked); it keeps values.
+func NewPrefixTable(values map[netip.Prefix]int) *PrefixTable {
+	return &PrefixTable{newRouteTable(values)}
+}
+
+// Lookup returns the value of the longest prefix containing a.
+func (p *PrefixTable) Lookup(a netip.Addr) (int, bool) { return p.t.lookup(a) }
+
 // routeTable is an immutable longest-prefix-match table. A lookup probes
 // one map per distinct prefix length present in the address's family,
 // longest first, and stops at the first hit: at most 33 probes for IPv4

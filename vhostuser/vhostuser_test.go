@@ -834,3 +834,31 @@ func TestInOrder(t *testing.T) {
 		t.Errorf("used entries toward the guest: ids %v lens %v, want 0 1 with their lengths", ids, lens)
 	}
 }
+
+// A transmit burst that faults part way keeps what it sent: the packets
+// delivered before the fault count as sent and are freed as consumed, the
+// rest drop as DEV_READY, and no buffer is lost (the pool's leak check).
+func TestTransmitFaultsMidBurst(t *testing.T) {
+	p, pool, c := testPort(t, Config{})
+	f := newTestFrontend(t, p.Socket())
+	f.setup(featVersion1 | featMrgRxbuf)
+	waitRunning(t, p, 0)
+	f.postRx(0, 4, bufSize)
+	// Buffers 0 and 1 stay inside the file; 2 and 3 do not.
+	if err := unix.Ftruncate(f.memFD, int64(f.bufOff(0, 2))); err != nil {
+		t.Fatal(err)
+	}
+	before := pool.Stats()
+	out := []*buffer.Buf{bufWith(t, c, testFrame(64, 1)), bufWith(t, c, testFrame(64, 2)), bufWith(t, c, testFrame(64, 3)), bufWith(t, c, testFrame(64, 4))}
+	if n, err := p.TxQueue(0).Transmit(c, out); n != 2 || err != nil {
+		t.Fatalf("Transmit = %d, %v; want the 2 packets before the fault, nil", n, err)
+	}
+	s := p.Stats()
+	if s.TxPackets != 2 || s.TxDrops[drop.DevReady] != 2 || s.BrokenRings != 1 {
+		t.Errorf("stats %+v: want 2 sent, 2 DEV_READY drops, the ring given up", s)
+	}
+	c.Publish()
+	if after := pool.Stats(); after.Consumed-before.Consumed != 2 {
+		t.Errorf("%d buffers freed as consumed, want the 2 sent", after.Consumed-before.Consumed)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"softnet.dev/internal/netns"
+	"softnet.dev/program"
 )
 
 // peers are a port's remotes and what is known by a remote's index in
@@ -25,8 +26,8 @@ type peers struct {
 	bySource []int32
 	static   []StaticEntry
 	fdb      *fdb
-	routes   []route // longest prefix first
-	mtu      int     // Port.MTU's
+	routes   routing
+	mtu      int // Port.MTU's
 }
 
 // newPeers is the set of remotes and static stations with no route, an
@@ -58,30 +59,50 @@ func (pe *peers) index(a netip.Addr) int {
 
 // route returns the route of dst, longest prefix first, or nil.
 func (pe *peers) route(dst netip.Addr) *route {
-	for i := range pe.routes {
-		if pe.routes[i].prefix.Contains(dst) {
-			return &pe.routes[i]
-		}
+	if pe.routes.byPrefix == nil {
+		return nil
+	}
+	if i, ok := pe.routes.byPrefix.Lookup(dst); ok {
+		return &pe.routes.list[i]
 	}
 	return nil
 }
 
+// routing is a routed port's routes: each with its next hop, and the
+// longest-prefix-match table of their indexes (the L3 forwarder's, so
+// that a lookup costs the same with two routes or the thousands of a
+// large cluster's pod CIDRs).
+type routing struct {
+	list     []route
+	byPrefix *program.PrefixTable
+}
+
 // resolve returns routes rs as the set reaches them: each Via's index
-// and VTEP MAC (its static entry), longest prefix first.
-func (pe *peers) resolve(name string, rs []Route) ([]route, error) {
-	out := make([]route, 0, len(rs))
+// and VTEP MAC (its static entry).
+func (pe *peers) resolve(name string, rs []Route) (routing, error) {
+	macs := make(map[netip.Addr][6]byte, len(pe.static))
+	for _, e := range slices.Backward(pe.static) {
+		macs[e.Remote] = e.MAC // the first entry of a remote, as before
+	}
+	out := routing{list: make([]route, 0, len(rs))}
+	index := make(map[netip.Prefix]int, len(rs))
 	for _, r := range rs {
 		i := pe.index(r.Via)
-		j := slices.IndexFunc(pe.static, func(e StaticEntry) bool { return e.Remote == r.Via })
+		mac, ok := macs[r.Via]
 		switch {
 		case i < 0:
-			return nil, fmt.Errorf("vxlan %s: route %v via %v: not a remote", name, r.Prefix, r.Via)
-		case j < 0:
-			return nil, fmt.Errorf("vxlan %s: route %v via %v: the remote's VTEP MAC is unknown (give it a static entry)", name, r.Prefix, r.Via)
+			return routing{}, fmt.Errorf("vxlan %s: route %v via %v: not a remote", name, r.Prefix, r.Via)
+		case !ok:
+			return routing{}, fmt.Errorf("vxlan %s: route %v via %v: the remote's VTEP MAC is unknown (give it a static entry)", name, r.Prefix, r.Via)
 		}
-		out = append(out, route{prefix: r.Prefix.Masked(), remote: int32(i), mac: pe.static[j].MAC})
+		p := r.Prefix.Masked()
+		if _, dup := index[p]; dup {
+			return routing{}, fmt.Errorf("vxlan %s: route %v given twice", name, p)
+		}
+		index[p] = len(out.list)
+		out.list = append(out.list, route{prefix: p, remote: int32(i), mac: mac})
 	}
-	slices.SortStableFunc(out, func(a, b route) int { return b.prefix.Bits() - a.prefix.Bits() })
+	out.byPrefix = program.NewPrefixTable(index)
 	return out, nil
 }
 

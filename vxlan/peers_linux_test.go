@@ -2,6 +2,7 @@ package vxlan
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -188,5 +189,64 @@ func TestPortSetRemotesUnderTraffic(t *testing.T) {
 	}
 	if s := pa.Stats(); s.RxDrops[drop.IPRPFilter] != 0 {
 		t.Errorf("a refused datagrams from b, a remote in every set: %+v", s)
+	}
+}
+
+// A routed port's next hop is found by longest prefix, with no
+// allocation and at the same cost with two routes as with 2,000.
+func BenchmarkRouteLookup(b *testing.B) {
+	for _, n := range []int{2, 2000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			pe, dst := routedPeers(b, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				if pe.route(dst) == nil {
+					b.Fatal("no route")
+				}
+			}
+		})
+	}
+}
+
+// routedPeers is a set of n/2 remotes, each with an IPv4 /24 and an
+// IPv6 /64 routed to it, and an address routed to the last remote.
+func routedPeers(tb testing.TB, n int) (*peers, netip.Addr) {
+	var remotes []netip.Addr
+	var static []StaticEntry
+	var rs []Route
+	for i := range n / 2 {
+		r := netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)})
+		remotes = append(remotes, r)
+		static = append(static, StaticEntry{MAC: [6]byte{2, 0, 0, 0, byte(i >> 8), byte(i)}, Remote: r})
+		rs = append(rs, Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24), Via: r},
+			Route{Prefix: netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i)}), 64), Via: r})
+	}
+	pe := newPeers(Config{MaxEntries: 16, AgeingTime: time.Minute}, remotes, static, 0)
+	var err error
+	if pe.routes, err = pe.resolve("bench", rs); err != nil {
+		tb.Fatal(err)
+	}
+	last := n/2 - 1
+	return pe, netip.AddrFrom4([4]byte{10, byte(last >> 8), byte(last), 7})
+}
+
+func TestRouteLookup(t *testing.T) {
+	pe, dst := routedPeers(t, 2000)
+	rt := pe.route(dst)
+	if rt == nil || pe.remotes[rt.remote] != netip.MustParseAddr("198.18.3.231") || rt.mac != [6]byte{2, 0, 0, 0, 3, 231} {
+		t.Fatalf("route to %v: %+v", dst, rt)
+	}
+	if v6 := pe.route(netip.MustParseAddr("2001:db8:3e7::9")); v6 == nil || pe.remotes[v6.remote] != netip.MustParseAddr("198.18.3.231") {
+		t.Errorf("route to 2001:db8:3e7::9: %+v", v6)
+	}
+	if pe.route(netip.MustParseAddr("10.200.0.1")) != nil {
+		t.Error("a route to an address no prefix holds")
+	}
+	if n := testing.AllocsPerRun(100, func() { pe.route(dst) }); n != 0 {
+		t.Errorf("%v allocations per lookup", n)
+	}
+	pe0 := newPeers(Config{MaxEntries: 16, AgeingTime: time.Minute}, []netip.Addr{netip.MustParseAddr("198.18.0.2")}, nil, 0)
+	if pe0.route(dst) != nil {
+		t.Error("a route on a set without routes")
 	}
 }

@@ -401,45 +401,63 @@ func TestPortSplitsCoalesced(t *testing.T) {
 // intact whichever way they land: the first run copied out, the next of
 // the same size one per buffer, then a run of another size and a lone
 // datagram longer than that size, each spread over the buffers that
-// were sized for the runs before, copied out again.
+// were sized for the runs before, copied out again. A receive that
+// finds nothing between two runs (a worker polls again right after a
+// burst) does not make the next run of the size copied. Over either
+// underlay family.
 func TestPortReceivesRunsInPlace(t *testing.T) {
-	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
-	ns := underlay(t, a, b)
-	_, c := newPool(t)
-	pb := openPort(t, Config{Name: "b", VNI: 42, Local: netip.AddrPortFrom(b, 0), Remotes: []netip.Addr{a}, NetNS: ns.Name})
-	run := func(first, count, payload int) ([][]byte, []byte, int) {
-		var frames [][]byte
-		var data []byte
-		for i := range count {
-			f := frame(macB, macA, uint16(first+i), 53, payload)
-			frames = append(frames, f)
-			data = append(data, datagram(0x08, 42, 0, f)...)
-		}
-		return frames, data, len(data) / count
-	}
-	for _, r := range []struct{ first, count, payload int }{
-		{1000, 30, 1350}, // learns the size
-		{2000, 30, 1350}, // in place
-		{3000, 45, 1350}, // in place, more datagrams than a recvmmsg's buffers hold two messages of
-		{4000, 20, 1100}, // another size: copied
-		{5000, 1, 1400},  // one datagram over two buffers: copied
-		{6000, 25, 1350},
-	} {
-		frames, data, size := run(r.first, r.count, r.payload)
-		// The last datagram of a run may be shorter (the port passes an
-		// inner frame on as it came, its IP length notwithstanding).
-		data = data[:len(data)-r.count/3]
-		frames[r.count-1] = frames[r.count-1][:len(frames[r.count-1])-r.count/3]
-		sendSegmented(t, ns, a, b, size, data)
-		got := receive(t, c, pb, r.count)
-		for i, f := range frames {
-			if !bytes.Equal(got[i], f) {
-				t.Fatalf("run from %d: frame %d of %d bytes differs (got %d bytes)", r.first, i, len(f), len(got[i]))
+	for _, family := range []string{"ipv4", "ipv6"} {
+		t.Run(family, func(t *testing.T) {
+			a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+			if family == "ipv6" {
+				a, b = netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
 			}
-		}
-	}
-	if s := pb.Stats(); s.RxPackets != 151 || s.RxDrops != (drop.Counts{}) {
-		t.Fatalf("want 151 frames and no drops: %+v", s)
+			ns := underlay(t, a, b)
+			_, c := newPool(t)
+			pb := openPort(t, Config{Name: "b", VNI: 42, Local: netip.AddrPortFrom(b, 0), Remotes: []netip.Addr{a}, NetNS: ns.Name})
+			run := func(first, count, payload int) ([][]byte, []byte, int) {
+				var frames [][]byte
+				var data []byte
+				for i := range count {
+					f := frame(macB, macA, uint16(first+i), 53, payload)
+					frames = append(frames, f)
+					data = append(data, datagram(0x08, 42, 0, f)...)
+				}
+				return frames, data, len(data) / count
+			}
+			bufs := make([]*buffer.Buf, 64)
+			for _, r := range []struct{ first, count, payload, copied int }{
+				{1000, 30, 1350, 30}, // learns the size
+				{2000, 30, 1350, 0},  // in place
+				{3000, 45, 1350, 0},  // in place, more datagrams than a recvmmsg's buffers hold two messages of
+				{4000, 20, 1100, 20}, // another size: copied
+				{5000, 1, 1400, 1},   // one datagram over two buffers: copied
+				{6000, 25, 1350, 25}, // after a burst without runs: copied
+			} {
+				before := pb.Stats().RxCopied
+				frames, data, size := run(r.first, r.count, r.payload)
+				// The last datagram of a run may be shorter (the port passes an
+				// inner frame on as it came, its IP length notwithstanding).
+				data = data[:len(data)-r.count/3]
+				frames[r.count-1] = frames[r.count-1][:len(frames[r.count-1])-r.count/3]
+				sendSegmented(t, ns, a, b, size, data)
+				got := receive(t, c, pb, r.count)
+				for i, f := range frames {
+					if !bytes.Equal(got[i], f) {
+						t.Fatalf("run from %d: frame %d of %d bytes differs (got %d bytes)", r.first, i, len(f), len(got[i]))
+					}
+				}
+				if copied := pb.Stats().RxCopied - before; copied != uint64(r.copied) {
+					t.Fatalf("run from %d: %d of %d datagrams copied out, want %d", r.first, copied, r.count, r.copied)
+				}
+				if n, err := pb.RxQueue(0).Receive(c, bufs); n != 0 || err != nil {
+					t.Fatalf("a receive after the run: %d frames, %v", n, err)
+				}
+			}
+			if s := pb.Stats(); s.RxPackets != 151 || s.RxDrops != (drop.Counts{}) {
+				t.Fatalf("want 151 frames and no drops: %+v", s)
+			}
+		})
 	}
 }
 
@@ -480,12 +498,18 @@ func TestPortSegmentRefused(t *testing.T) {
 func sendSegmented(t *testing.T, ns *netnstest.NS, src, dst netip.Addr, size int, payload []byte) {
 	t.Helper()
 	if err := ns.Do(func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		family := unix.AF_INET6
+		var from, to unix.Sockaddr = &unix.SockaddrInet6{Addr: src.As16()}, &unix.SockaddrInet6{Addr: dst.As16(), Port: DefaultPort}
+		if src.Is4() {
+			family = unix.AF_INET
+			from, to = &unix.SockaddrInet4{Addr: src.As4()}, &unix.SockaddrInet4{Addr: dst.As4(), Port: DefaultPort}
+		}
+		fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(fd)
-		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()}); err != nil {
+		if err := unix.Bind(fd, from); err != nil {
 			return err
 		}
 		oob := make([]byte, unix.CmsgSpace(2))
@@ -493,7 +517,7 @@ func sendSegmented(t *testing.T, ns *netnstest.NS, src, dst netip.Addr, size int
 		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
 		h.SetLen(unix.CmsgLen(2))
 		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(size))
-		return unix.Sendmsg(fd, payload, oob, &unix.SockaddrInet4{Addr: dst.As4(), Port: DefaultPort}, 0)
+		return unix.Sendmsg(fd, payload, oob, to, 0)
 	}); err != nil {
 		t.Fatalf("send with UDP_SEGMENT: %v", err)
 	}

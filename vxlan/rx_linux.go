@@ -212,7 +212,6 @@ func (q *rxQueue) recv(c *buffer.Cache, n int) error {
 		perMsg, inPlace = (spillRoom+size-1)/size, size
 		n = min(n, recvBufs/perMsg)
 	}
-	q.runSize = 0
 	got := q.bufs[:n*perMsg]
 	if c.GetBulk(got, q.class) != nil {
 		// Too few for the burst: one message at a time, or none.
@@ -272,6 +271,12 @@ func (q *rxQueue) recv(c *buffer.Cache, n int) error {
 		c.ConsumeBulk(got[m*perMsg:])
 		clear(got[m*perMsg:])
 	}
+	// The runs of these messages set the size for the next burst
+	// (start). A receive that found nothing keeps the last one: a worker
+	// polls its queue again right after a burst, before the next run
+	// comes, and forgetting the size there had each run land spread over
+	// plain buffers, every datagram copied out.
+	q.runSize = 0
 	q.nrecv = m
 	return nil
 }
@@ -393,6 +398,7 @@ func (q *rxQueue) datagram(c *buffer.Cache, i, j int) (*buffer.Buf, drop.Reason)
 	if err != nil {
 		return nil, drop.NoMem
 	}
+	q.ctr.N[cRxCopied]++
 	q.gather(i, from, to, b.Frame()[b.Headroom()-HeaderLen:])
 	q.setLen(b, to-from)
 	return b, drop.NotSpecified

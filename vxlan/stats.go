@@ -57,8 +57,13 @@ type Stats struct {
 	// UDP_SEGMENT (each run's datagrams count in TxPackets);
 	// RxGROBatches the datagrams the kernel handed over coalesced by
 	// UDP_GRO, each split into the datagrams it was made of.
+	// RxCopied counts the datagrams copied out into buffers of their
+	// own, where the others are handed over where they landed: the
+	// first run of a size, a run of another size, a datagram spread
+	// over buffers sized for runs.
 	TxGSOSends   uint64 `json:"tx_gso_sends"`
 	RxGROBatches uint64 `json:"rx_gro_batches"`
+	RxCopied     uint64 `json:"rx_copied"`
 	// The learned stations: now, learned, moved to another remote, not
 	// learned because the table was full, and aged out.
 	Stations     int    `json:"stations"`
@@ -86,6 +91,7 @@ const (
 	cTxCalls
 	cTxGSOSends
 	cRxGROBatches
+	cRxCopied
 	numOwn // then the drops (counter.Block)
 )
 
@@ -120,6 +126,7 @@ func statsOf(qs []*counters) Stats {
 		TxCalls:        sum[cTxCalls],
 		TxGSOSends:     sum[cTxGSOSends],
 		RxGROBatches:   sum[cRxGROBatches],
+		RxCopied:       sum[cRxCopied],
 	}
 	s.RxDrops, s.TxDrops = counter.Drops(sum, numOwn)
 	return s

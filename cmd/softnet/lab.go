@@ -149,6 +149,7 @@ udp64 and tcp by default. Then it measures the idle CPU of a switch with
   sudo softnet lab --overlay --overlay-mode both --runs 3
   sudo softnet lab --overlay --overlay-mode l3 --underlay-ipv6 --json
   sudo softnet lab --afxdp --duration 5s
+  sudo softnet lab --afxdp --afxdp-mtu 9000   # jumbo frames on every configuration's devices
   sudo softnet lab --vhost --duration 10s
   sudo softnet lab --bandwidth --duration 5s
   sudo softnet lab --vhost --vhost-backends softnet,ovs-dpdk`,
@@ -284,6 +285,7 @@ udp64 and tcp by default. Then it measures the idle CPU of a switch with
 	f.BoolVar(&overlay, "overlay", false, "measure guests across two hosts over VXLAN instead of the variants")
 	f.StringVar(&overlayMode, "overlay-mode", "l2", "--overlay: l2 (bridged), l3 (routed) or both")
 	f.BoolVar(&opts.UnderlayIPv6, "underlay-ipv6", false, "--overlay: an IPv6 underlay (2001:db8:100::/64) instead of IPv4")
+	f.IntVar(&opts.AFXDPMTU, "afxdp-mtu", 0, "with --afxdp: the MTU of the guests' devices and the veths' host ends, for every configuration (default 1500; 9000: jumbo frames, which afxdp ports receive in pieces)")
 	f.BoolVar(&opts.AFXDP, "afxdp", false, "measure afxdp ports on two guests' veths against softnet's TAP path, the kernel's bridge and Open vSwitch's afxdp netdev, and a switch of 100 idle afxdp ports, instead of the variants")
 	f.BoolVar(&opts.Vhost, "vhost", false, "measure vhost-user ports with DPDK's testpmd against DPDK's own back-end and Open vSwitch with DPDK instead of the variants")
 	f.StringSliceVar(&opts.VhostBackends, "vhost-backends", nil, "--vhost: the back-ends to measure, of softnet, dpdk-vhost and ovs-dpdk (default all)")

@@ -145,6 +145,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	a.apiReachable(true, nil)
+	go a.probe(ctx)
 	lister := inf.Lister()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -189,6 +190,36 @@ func cmpOr(a, b time.Duration) time.Duration {
 		return a
 	}
 	return b
+}
+
+// probeEvery is how often the agent asks the API server whether it is
+// ready: a watch cut by a server that went away is retried by
+// client-go without a word to the agent, which would go on saying the
+// API is reachable.
+const probeEvery = 5 * time.Second
+
+// probe asks the API server's /readyz (which fails while etcd is away
+// too) every probeEvery until ctx ends, and records the answer.
+func (a *Agent) probe(ctx context.Context) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeEvery)
+		_, err := a.cfg.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			err = fmt.Errorf("readyz: %w", err)
+		}
+		a.apiReachable(err == nil, err)
+	}
 }
 
 // changed notes a Node event and wakes the sync.

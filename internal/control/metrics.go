@@ -34,6 +34,8 @@ var (
 	mCache     = metric("cache_events_total", "Per-worker buffer cache events, summed: hits and misses of gets, refills from and flushes to the shared depot, gets that found the pool exhausted, remote frees.", "kind")
 	mRounds    = metric("worker_rounds_total", "Poll rounds of the worker that found packets (busy) or none (idle).", "worker", "kind")
 	mSleeps    = metric("worker_sleeps_total", "Times the worker went to sleep waiting for packets.", "worker")
+	mYields    = metric("worker_yields_total", "Busy polling's empty rounds in which the worker offered its CPU to other threads (sched_yield).", "worker")
+	mContended = metric("worker_contended_total", "Busy polls the worker ended early because a yield gave its CPU to another thread; it slept instead.", "worker")
 	mStarved   = metric("worker_starved_total", "Rounds in which the worker found the pool empty and waited for buffers.", "worker")
 	mPanics    = metric("worker_program_panics_total", "Program panics on the worker; each cost a batch.", "worker")
 	mLearned   = metric("learned_entries", "Entries of the learned table: hosts of the L3 forwarder (TUN ports) or stations of the bridge (TAP ports).", "table")
@@ -56,7 +58,7 @@ var kindMetrics = func() map[*portkind.Metric]*prometheus.Desc {
 type collector struct{ sw *vswitch.Switch }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mInfo, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mStarved, mPanics, mLearned, mLearning, mBuild} {
+	for _, d := range []*prometheus.Desc{mRxPackets, mRxBytes, mTxPackets, mTxBytes, mTxDropped, mUp, mInfo, mDrops, mOffload, mKernel, mPool, mCache, mRounds, mSleeps, mYields, mContended, mStarved, mPanics, mLearned, mLearning, mBuild} {
 		ch <- d
 	}
 	for _, d := range kindMetrics {
@@ -163,6 +165,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(mRounds, w.BusyRounds, id, "busy")
 		counter(mRounds, w.IdleRounds, id, "idle")
 		counter(mSleeps, w.Sleeps, id)
+		counter(mYields, w.Yields, id)
+		counter(mContended, w.Contended, id)
 		counter(mStarved, w.Starved, id)
 		counter(mPanics, w.Panics, id)
 	}

@@ -175,12 +175,15 @@ func runAFXDPConfig(ctx context.Context, o Options, gen generator, runID string,
 			return vr, err
 		}
 		u.push("namespace name "+host, func() error { return deleteNamespace(host) })
-		if err := afxdpVeths(pair, host); err != nil {
+		if err := afxdpVeths(pair, host, o.AFXDPMTU); err != nil {
 			return vr, err
 		}
 		args := []string{"--", "add-br", afxdpOVSBridge, "--", "set", "Bridge", afxdpOVSBridge, "datapath_type=netdev"}
 		for _, p := range []string{"lab-ha", "lab-hb"} {
 			args = append(args, "--", "add-port", afxdpOVSBridge, p, "--", "set", "Interface", p, "type=afxdp", "options:xdp-mode=native")
+			if o.AFXDPMTU != 0 {
+				args = append(args, fmt.Sprintf("mtu_request=%d", o.AFXDPMTU))
+			}
 		}
 		// Open vSwitch's afxdp ports do not finish the checksums a veth
 		// peer leaves partial, and its documentation has the peer turn
@@ -206,7 +209,7 @@ func runAFXDPConfig(ctx context.Context, o Options, gen generator, runID string,
 		var ports []string
 		switch c {
 		case AFXDPSoftnet:
-			if err := afxdpVeths(pair, host); err != nil {
+			if err := afxdpVeths(pair, host, o.AFXDPMTU); err != nil {
 				return vr, err
 			}
 			ports = []string{"--port", "afxdp:lab-ha", "--port", "afxdp:lab-hb"}
@@ -214,7 +217,7 @@ func runAFXDPConfig(ctx context.Context, o Options, gen generator, runID string,
 		case AFXDPTAP:
 			ports = []string{"--port", fmt.Sprintf("tap:%s,netns=%s", pair.a.dev, pair.a.ns), "--port", fmt.Sprintf("tap:%s,netns=%s", pair.b.dev, pair.b.ns)}
 		case AFXDPBridge:
-			if err := afxdpVeths(pair, host); err != nil {
+			if err := afxdpVeths(pair, host, o.AFXDPMTU); err != nil {
 				return vr, err
 			}
 			if err := ipBatch(host, []string{"link add lab-br type bridge", "link set lab-ha master lab-br", "link set lab-hb master lab-br", "link set lab-br up"}); err != nil {
@@ -229,6 +232,15 @@ func runAFXDPConfig(ctx context.Context, o Options, gen generator, runID string,
 			}
 			u.push("switch in "+host, stopSwitch)
 			path.sws = []*switchProc{sw}
+		}
+		if c == AFXDPTAP && o.AFXDPMTU != 0 {
+			// The switch made the TAP devices; the veths had theirs
+			// from the start.
+			for _, g := range pair.guests() {
+				if err := ip("-n", g.ns, "link", "set", g.dev, "mtu", strconv.Itoa(o.AFXDPMTU)); err != nil {
+					return vr, err
+				}
+			}
 		}
 	}
 	if err := pair.configure(); err != nil {
@@ -258,12 +270,19 @@ func runAFXDPConfig(ctx context.Context, o Options, gen generator, runID string,
 }
 
 // afxdpVeths makes the guests' veths, their host ends lab-ha and lab-hb
-// in the namespace host, up.
-func afxdpVeths(pair *guestPair, host string) error {
+// in the namespace host, up; both ends with MTU mtu unless it is 0. The
+// MTU comes first: a veth whose peer has an XDP program takes no MTU
+// larger than that program allows (a page, less headroom, unless it
+// handles frames in pieces).
+func afxdpVeths(pair *guestPair, host string, mtu int) error {
 	var cmds []string
+	m := ""
+	if mtu != 0 {
+		m = fmt.Sprintf(" mtu %d", mtu)
+	}
 	for i, g := range pair.guests() {
 		end := fmt.Sprintf("lab-h%c", 'a'+i)
-		cmds = append(cmds, fmt.Sprintf("link add %s type veth peer name %s netns %s", end, g.dev, g.ns), fmt.Sprintf("link set %s up", end))
+		cmds = append(cmds, fmt.Sprintf("link add %s%s type veth peer name %s netns %s%s", end, m, g.dev, g.ns, m), fmt.Sprintf("link set %s up", end))
 	}
 	return ipBatch(host, cmds)
 }

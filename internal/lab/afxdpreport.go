@@ -80,7 +80,11 @@ func writeAFXDPTable(w io.Writer, r *Report) error {
 		family = "IPv6"
 	}
 	fmt.Fprintf(w, "softnet lab --afxdp: %s\n", bench.Machine())
-	fmt.Fprintf(w, "%v per transfer, guest to guest over %s, each guest's veth (TAP for softnet-tap) joined in a host namespace\n", o.Duration, family)
+	mtu := 1500
+	if o.AFXDPMTU != 0 {
+		mtu = o.AFXDPMTU
+	}
+	fmt.Fprintf(w, "%v per transfer, guest to guest over %s, each guest's veth (TAP for softnet-tap) joined in a host namespace, MTU %d\n", o.Duration, family, mtu)
 	if o.Runs > 1 {
 		fmt.Fprintf(w, "%d runs, interleaved (configuration order rotated each round): medians, and the spread (half the range / median)\n", o.Runs)
 	}

@@ -211,6 +211,11 @@ type Options struct {
 	// SoftnetBinary is the switch's executable, as for Overlay. Default
 	// modes: AFXDPModes.
 	AFXDP bool
+	// AFXDPMTU, if not zero, is the MTU of the --afxdp run's guest
+	// devices and veth host ends, for every configuration alike (the
+	// veths' default is 1500): jumbo frames, which afxdp ports receive
+	// in pieces (multi-buffer XDP).
+	AFXDPMTU int
 	// Progress, if set, receives a line of progress at each step.
 	Progress func(msg string)
 	// Log receives the engine's own messages (a port that went down);
@@ -387,7 +392,13 @@ func (o Options) validateVhost() error {
 // modes that apply to it.
 func (o Options) validateAFXDP() error {
 	if !o.AFXDP {
+		if o.AFXDPMTU != 0 {
+			return fmt.Errorf("afxdp-mtu applies to an afxdp run only")
+		}
 		return nil
+	}
+	if o.AFXDPMTU != 0 && (o.AFXDPMTU < 1280 || o.AFXDPMTU > 65535) {
+		return fmt.Errorf("afxdp-mtu %d: want 1280 to 65535 (IPv6's minimum to the largest an interface takes)", o.AFXDPMTU)
 	}
 	switch {
 	case o.Ports > 0:

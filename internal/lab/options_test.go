@@ -140,6 +140,19 @@ func TestValidateVhost(t *testing.T) {
 	}
 }
 
+func TestValidateAFXDPMTU(t *testing.T) {
+	for _, mtu := range []int{0, 1280, 9000} {
+		if err := (Options{AFXDP: true, AFXDPMTU: mtu}).Validate(); err != nil {
+			t.Errorf("afxdp, MTU %d: %v", mtu, err)
+		}
+	}
+	for _, o := range []Options{{AFXDPMTU: 9000}, {AFXDP: true, AFXDPMTU: 1000}, {AFXDP: true, AFXDPMTU: 70000}, {AFXDP: true, AFXDPMTU: -1}} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
 // Without Open vSwitch with DPDK (here: without its tools on PATH) a
 // --vhost run skips that back-end, saying why and naming the package to
 // install, unless it was asked for by name: then the run stops before it
