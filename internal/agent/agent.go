@@ -367,9 +367,14 @@ func internalIP(n *corev1.Node) (netip.Addr, error) {
 }
 
 // portSpec is the spec of the agent's port for self, without its
-// remotes and fdb entries.
+// remotes and fdb entries. allow=any: the other nodes' pods send from
+// their pod CIDRs, which the routes to the port would each allow by
+// default, and port security holds at most 1,024 prefixes a port (a
+// dual-stack cluster of 513 nodes has more); what arrives comes only
+// from the nodes' VTEPs (IP_RPFILTER drops the rest), as in Flannel's
+// overlay.
 func (a *Agent) portSpec(self Peer) string {
-	s := fmt.Sprintf("vxlan:%s,vni=%d,local=%s,mode=l3,vtep-mac=%s", a.cfg.Port, a.cfg.VNI, self.VTEP, net.HardwareAddr(self.MAC[:]))
+	s := fmt.Sprintf("vxlan:%s,vni=%d,local=%s,mode=l3,vtep-mac=%s,allow=any", a.cfg.Port, a.cfg.VNI, self.VTEP, net.HardwareAddr(self.MAC[:]))
 	if a.cfg.DstPort != 0 {
 		s += ",port=" + strconv.Itoa(int(a.cfg.DstPort))
 	}
@@ -463,6 +468,9 @@ func (a *Agent) moved(cur control.Port, self Peer) string {
 		if cur.Options.Get(o.key) != o.want {
 			return o.key
 		}
+	}
+	if cur.Allow != "any" {
+		return "allow"
 	}
 	if cur.Netns != a.cfg.NetNS {
 		return "netns"

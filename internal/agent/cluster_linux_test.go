@@ -36,7 +36,7 @@ var (
 
 // binaries builds softnet (switch and agent), softnet-cni, cnitool and
 // host-local once per test binary.
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "softnet-agent-bin-"); buildErr != nil {
@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 // cluster is an API server and nodes on one underlay: a namespace with
 // a bridge, each node's namespace on it by a veth.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	api     *kubetest.Server
 	admin   kubernetes.Interface
 	kc      string // the agents' kubeconfig: the ServiceAccount of docs/kubernetes.md
@@ -94,7 +94,7 @@ type node struct {
 	cidrs  []string
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	netnstest.RequireTools(t, "ping")
 	api := kubetest.Start(t)
 	c := &cluster{t: t, api: api, admin: api.Client(t, kubetest.Admin), bin: binaries(t), hub: netnstest.New(t)}
@@ -126,7 +126,7 @@ func (c *cluster) hubExec(args ...string) {
 	}
 }
 
-func mustExec(t *testing.T, ns *netnstest.NS, args ...string) {
+func mustExec(t testing.TB, ns *netnstest.NS, args ...string) {
 	t.Helper()
 	if out, err := ns.Exec(args...); err != nil {
 		t.Fatalf("%s: %v: %v\n%s", ns.Name, args, err, out)
@@ -360,7 +360,7 @@ func ping(t *testing.T, from *netnstest.NS, to netip.Addr) {
 
 // waitFor polls check until it succeeds, failing the test with its last
 // error after a minute: a bound for a loaded machine, not a goal.
-func waitFor(t *testing.T, what string, check func() error) {
+func waitFor(t testing.TB, what string, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -554,4 +554,103 @@ func TestAgentCluster(t *testing.T) {
 			t.Errorf("the restarted agent added its port again:\n%s", logs)
 		}
 	})
+}
+
+// BenchmarkAgentScale measures one agent on a cluster of 1,000 Nodes
+// (999 simulated: pod CIDRs and annotations, no datapath): the time from
+// its start to its switch's 1,998 routes (IPv4 and IPv6 per node), the
+// time for one node's VTEP change to reach the switch, and the agent's
+// and the switch's resident memory then. Run it once:
+// go test -run '^$' -bench AgentScale -benchtime 1x ./internal/agent.
+func BenchmarkAgentScale(b *testing.B) {
+	const nodes = 1000
+	c := newCluster(b)
+	ctx := context.Background()
+	n := c.addNode(1)
+	n.stop(n.ag, n.agDone)
+	cfg := c.api.Config(b, kubetest.Admin)
+	cfg.QPS, cfg.Burst = 1000, 1000 // the test's creates, not the agent's
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sim := func(i int) (string, string) {
+		return fmt.Sprintf("agent-sim%d", i), netip.AddrFrom4([4]byte{198, 18, 100 + byte(i/250), byte(i%250 + 1)}).String()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, nodes)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < nodes-1; i += 8 {
+				name, vtep := sim(i)
+				mac := agent.MAC(name)
+				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+					agent.AnnotationVTEP: vtep, agent.AnnotationVTEPMAC: net.HardwareAddr(mac[:]).String()}},
+					Spec: corev1.NodeSpec{PodCIDRs: []string{
+						netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, 128 + byte(i/8), byte(i%8) * 32}), 27).String(),
+						netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0x45, byte(i >> 8), byte(i)}), 64).String()}}}
+				if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	count := func() (int, error) {
+		rs, err := n.agentRoutes()
+		return len(rs), err
+	}
+	b.ResetTimer()
+	start := time.Now()
+	n.startAgent()
+	waitFor(b, "1,998 routes", func() error {
+		if got, err := count(); err != nil || got != 2*(nodes-1) {
+			return fmt.Errorf("%d routes, %v\nagent:\n%s", got, err, n.logs("agent"))
+		}
+		return nil
+	})
+	converge := time.Since(start)
+	name, _ := sim(500)
+	moved := "198.18.99.1"
+	start = time.Now()
+	patch := fmt.Sprintf(`{"metadata": {"annotations": {%q: %q}}}`, agent.AnnotationVTEP, moved)
+	if _, err := c.admin.CoreV1().Nodes().Patch(ctx, name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, "the moved node's routes", func() error {
+		rs, err := n.agentRoutes()
+		if err == nil && !slices.ContainsFunc(rs, func(r string) bool { return strings.HasSuffix(r, " via "+moved) }) {
+			err = fmt.Errorf("no route via %s", moved)
+		}
+		return err
+	})
+	change := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(converge.Seconds(), "s-converge")
+	b.ReportMetric(change.Seconds(), "s-change")
+	b.ReportMetric(float64(rss(b, n.ag.Process.Pid))/(1<<20), "MiB-agent")
+	b.ReportMetric(float64(rss(b, n.sw.Process.Pid))/(1<<20), "MiB-switch")
+}
+
+// rss is a process's resident memory in bytes.
+func rss(tb testing.TB, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }
