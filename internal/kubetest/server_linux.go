@@ -90,7 +90,7 @@ func Start(t testing.TB, users ...User) *Server {
 		if t.Failed() {
 			for _, p := range []*process{s.apiserver, s.etcd} {
 				if p != nil {
-					t.Logf("kubetest: the end of %s's log (%s):\n%s", p.name, p.log, p.logTail(30))
+					t.Logf("kubetest: the end of %s's log (%s):\n%s", p.name, p.log, p.logTail(15))
 				}
 			}
 		}

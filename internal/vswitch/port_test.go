@@ -2,6 +2,7 @@ package vswitch
 
 import (
 	"encoding/json"
+	"net/netip"
 	"reflect"
 	"testing"
 )
@@ -60,5 +61,26 @@ func TestPortSpecJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(bad), &p); err == nil {
 			t.Errorf("%s read as %s", bad, p)
 		}
+	}
+}
+
+// A change lists a port's old and new routes together; a prefix in both
+// must count once toward the policy's bound, or a port with more than
+// half of program.MaxAllowPrefixes routes could never change one.
+func TestPolicyCountsAPrefixOnce(t *testing.T) {
+	spec, err := ParsePort("tun:ov0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old, next []RouteSpec
+	for i := range 600 {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)}), 32)
+		old = append(old, RouteSpec{Prefix: p, Port: "ov0"})
+		next = append(next, RouteSpec{Prefix: p, Port: "ov0", Via: netip.MustParseAddr("198.18.0.9")})
+	}
+	next = append(next, RouteSpec{Prefix: netip.MustParsePrefix("198.18.200.0/24"), Port: "ov0"}, RouteSpec{Prefix: netip.MustParsePrefix("198.18.201.0/24"), Port: "other"})
+	pol := spec.policy(append(old, next...))
+	if got := len(pol.Allow.Prefixes); got != 601 || pol.Allow.Any {
+		t.Fatalf("policy of 600 routes changed and one added: %d prefixes (any %v), want 601", got, pol.Allow.Any)
 	}
 }

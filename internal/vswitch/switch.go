@@ -139,8 +139,12 @@ func (p PortSpec) policy(routes []RouteSpec) program.PortPolicy {
 	case !p.Routed():
 		pol.Allow.Any = true
 	default:
+		// A prefix counts once toward the policy's bound, however many
+		// routes name it: a change lists the old and the new routes.
+		seen := map[netip.Prefix]bool{}
 		for _, rt := range routes {
-			if rt.Port == p.Name {
+			if rt.Port == p.Name && !seen[rt.Prefix] {
+				seen[rt.Prefix] = true
 				pol.Allow.Prefixes = append(pol.Allow.Prefixes, rt.Prefix)
 			}
 		}
