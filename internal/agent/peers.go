@@ -70,6 +70,11 @@ func PeerOf(n *corev1.Node) (p Peer, ok bool, err error) {
 		return Peer{}, false, fmt.Errorf("node %s: annotation %s=%q: want an IP address", n.Name, AnnotationVTEP, vtep)
 	}
 	p.VTEP = p.VTEP.Unmap()
+	if !p.VTEP.IsGlobalUnicast() {
+		// Unspecified, loopback, link-local or multicast: the switch
+		// would send this node's pods' traffic nowhere or everywhere.
+		return Peer{}, false, fmt.Errorf("node %s: annotation %s=%q: want a unicast address", n.Name, AnnotationVTEP, vtep)
+	}
 	hw, err := net.ParseMAC(mac)
 	if err != nil || len(hw) != 6 || hw[0]&1 != 0 || [6]byte(hw) == [6]byte{} {
 		return Peer{}, false, fmt.Errorf("node %s: annotation %s=%q: want a unicast MAC address", n.Name, AnnotationVTEPMAC, mac)
@@ -90,9 +95,12 @@ func Peers(self Peer, nodes []*corev1.Node) ([]Peer, []error) {
 	var errs []error
 	vteps := map[netip.Addr]string{self.VTEP: self.Node}
 	macs := map[[6]byte]string{self.MAC: self.Node}
-	cidrs := map[netip.Prefix]string{}
+	// A pod CIDR that overlaps another node's, this one's included,
+	// would take that node's pods' traffic (a Node claiming 0.0.0.0/0
+	// would take all of it): the first node by name keeps it.
+	var cidrs claims
 	for _, p := range self.PodCIDRs {
-		cidrs[p] = self.Node
+		cidrs.add(p, self.Node)
 	}
 	var peers []Peer
 	for _, n := range nodes {
@@ -119,15 +127,63 @@ func Peers(self Peer, nodes []*corev1.Node) ([]Peer, []error) {
 			errs = append(errs, fmt.Errorf("node %s: VTEP MAC %s is node %s's too", n.Name, net.HardwareAddr(p.MAC[:]), other))
 			continue
 		}
-		if i := slices.IndexFunc(p.PodCIDRs, func(c netip.Prefix) bool { return cidrs[c] != "" }); i >= 0 {
-			errs = append(errs, fmt.Errorf("node %s: pod CIDR %v is node %s's too", n.Name, p.PodCIDRs[i], cidrs[p.PodCIDRs[i]]))
+		if i := slices.IndexFunc(p.PodCIDRs, func(c netip.Prefix) bool { return cidrs.overlap(c) != nil }); i >= 0 {
+			o := cidrs.overlap(p.PodCIDRs[i])
+			errs = append(errs, fmt.Errorf("node %s: pod CIDR %v overlaps node %s's %v", n.Name, p.PodCIDRs[i], o.node, o.prefix))
 			continue
 		}
 		vteps[p.VTEP], macs[p.MAC] = n.Name, n.Name
 		for _, c := range p.PodCIDRs {
-			cidrs[c] = n.Name
+			cidrs.add(c, n.Name)
 		}
 		peers = append(peers, p)
 	}
 	return peers, errs
+}
+
+// claims are pod CIDRs that do not overlap, sorted by their first
+// address, so that an overlap is found among a new prefix's two
+// neighbours: a thousand nodes' check is a few thousand comparisons.
+type claims []claim
+
+type claim struct {
+	prefix      netip.Prefix
+	first, last netip.Addr
+	node        string
+}
+
+func newClaim(p netip.Prefix, node string) claim {
+	p = p.Masked()
+	b := p.Addr().As16()
+	hostBits := p.Addr().BitLen() - p.Bits()
+	for i := 15; hostBits > 0; i-- {
+		n := min(hostBits, 8)
+		b[i] |= byte(1<<n - 1)
+		hostBits -= n
+	}
+	last := netip.AddrFrom16(b)
+	if p.Addr().Is4() {
+		last = last.Unmap()
+	}
+	return claim{prefix: p, first: p.Addr(), last: last, node: node}
+}
+
+// overlap returns the claim that p overlaps, or nil.
+func (cs claims) overlap(p netip.Prefix) *claim {
+	c := newClaim(p, "")
+	i, _ := slices.BinarySearchFunc(cs, c.first, func(o claim, a netip.Addr) int { return o.first.Compare(a) })
+	if i < len(cs) && cs[i].first.Compare(c.last) <= 0 {
+		return &cs[i]
+	}
+	if i > 0 && cs[i-1].last.Compare(c.first) >= 0 {
+		return &cs[i-1]
+	}
+	return nil
+}
+
+// add claims p, which overlaps no claim.
+func (cs *claims) add(p netip.Prefix, node string) {
+	c := newClaim(p, node)
+	i, _ := slices.BinarySearchFunc(*cs, c.first, func(o claim, a netip.Addr) int { return o.first.Compare(a) })
+	*cs = slices.Insert(*cs, i, c)
 }

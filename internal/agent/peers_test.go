@@ -27,15 +27,19 @@ func TestPeers(t *testing.T) {
 		node("d", "198.18.0.4", "02:00:00:00:00:04", "198.19.4.0/24", "2001:db8:4::/64"),
 		node("a", "198.18.0.1", "02:00:00:00:00:01", "198.19.1.0/24"),
 		node("b", "198.18.0.2", "02:00:00:00:00:02", "198.19.2.0/24", "2001:db8:2::/64"),
-		node("c", "", "", "198.19.3.0/24"),                              // no agent yet: no peer, no error
-		node("e", "2001:db8::5", "02:00:00:00:00:05", "198.19.5.0/24"),  // other family
-		node("f", "198.18.0.2", "02:00:00:00:00:06", "198.19.6.0/24"),   // b's VTEP
-		node("g", "198.18.0.7", "02:00:00:00:00:01", "198.19.7.0/24"),   // a's MAC
-		node("h", "198.18.0.8", "02:00:00:00:00:08", "198.19.2.0/24"),   // b's CIDR
-		node("i", "198.18.0.9", "01:00:00:00:00:09", "198.19.9.0/24"),   // group MAC
-		node("j", "198.18.0.10", "02:00:00:00:00:0a", "198.19.10.1/24"), // host bits
-		node("k", "not-an-ip", "02:00:00:00:00:0b", "198.19.11.0/24"),   // bad VTEP
-		node("l", "198.18.0.12", "02:00:00:00:00:0c"),                   // no CIDRs yet
+		node("c", "", "", "198.19.3.0/24"),                               // no agent yet: no peer, no error
+		node("e", "2001:db8::5", "02:00:00:00:00:05", "198.19.5.0/24"),   // other family
+		node("f", "198.18.0.2", "02:00:00:00:00:06", "198.19.6.0/24"),    // b's VTEP
+		node("g", "198.18.0.7", "02:00:00:00:00:01", "198.19.7.0/24"),    // a's MAC
+		node("h", "198.18.0.8", "02:00:00:00:00:08", "198.19.2.0/24"),    // b's CIDR
+		node("i", "198.18.0.9", "01:00:00:00:00:09", "198.19.9.0/24"),    // group MAC
+		node("j", "198.18.0.10", "02:00:00:00:00:0a", "198.19.10.1/24"),  // host bits
+		node("k", "not-an-ip", "02:00:00:00:00:0b", "198.19.11.0/24"),    // bad VTEP
+		node("l", "198.18.0.12", "02:00:00:00:00:0c"),                    // no CIDRs yet
+		node("m", "198.18.0.13", "02:00:00:00:00:0d", "0.0.0.0/0"),       // everyone's pods
+		node("n", "198.18.0.14", "02:00:00:00:00:0e", "198.19.4.128/25"), // inside d's
+		node("o", "224.0.0.1", "02:00:00:00:00:0f", "198.19.15.0/24"),    // multicast VTEP
+		node("p", "127.0.0.1", "02:00:00:00:00:10", "198.19.16.0/24"),    // loopback VTEP
 	}
 	peers, errs := Peers(self, nodes)
 	var names []string
@@ -56,10 +60,14 @@ func TestPeers(t *testing.T) {
 		"node e: VTEP 2001:db8::5 is of another family",
 		"node f: VTEP 198.18.0.2 is node b's too",
 		"node g: VTEP MAC 02:00:00:00:00:01 is node a's too",
-		"node h: pod CIDR 198.19.2.0/24 is node b's too",
+		"node h: pod CIDR 198.19.2.0/24 overlaps node b's 198.19.2.0/24",
 		"node i: annotation softnet.dev/vtep-mac=\"01:00:00:00:00:09\": want a unicast MAC",
 		"node j: pod CIDR 198.19.10.1/24 has host bits set",
 		"node k: annotation softnet.dev/vtep=\"not-an-ip\": want an IP address",
+		"node m: pod CIDR 0.0.0.0/0 overlaps node a's 198.19.1.0/24",
+		"node n: pod CIDR 198.19.4.128/25 overlaps node d's 198.19.4.0/24",
+		"node o: annotation softnet.dev/vtep=\"224.0.0.1\": want a unicast address",
+		"node p: annotation softnet.dev/vtep=\"127.0.0.1\": want a unicast address",
 	}
 	if len(msgs) != len(want) {
 		t.Fatalf("errors:\n%s", strings.Join(msgs, "\n"))
