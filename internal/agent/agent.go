@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -181,15 +182,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		} else {
 			backoff = 0
 		}
-		timer.Reset(cmpOr(backoff, a.cfg.Resync))
+		timer.Reset(cmp.Or(backoff, a.cfg.Resync))
 	}
-}
-
-func cmpOr(a, b time.Duration) time.Duration {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // probeEvery is how often the agent asks the API server whether it is
